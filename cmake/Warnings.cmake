@@ -1,0 +1,13 @@
+# recycler_options: warnings (and -Werror unless RECYCLER_WERROR=OFF) plus the
+# sanitizers named in RECYCLER_SANITIZE, for the project's own targets.
+add_library(recycler_options INTERFACE)
+target_compile_options(recycler_options INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                       -Wnon-virtual-dtor -Wold-style-cast -Wcast-align)
+if(RECYCLER_WERROR)
+  target_compile_options(recycler_options INTERFACE -Werror)
+endif()
+if(RECYCLER_SANITIZE)
+  target_compile_options(recycler_options INTERFACE -fsanitize=${RECYCLER_SANITIZE}
+                         -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(recycler_options INTERFACE -fsanitize=${RECYCLER_SANITIZE})
+endif()

@@ -1,0 +1,29 @@
+#include <algorithm>
+
+#include "policies/policy.h"
+
+namespace recycler::policies {
+
+Registry& Registry::instance() {
+  static Registry registry;
+  return registry;
+}
+
+void Registry::add(std::string name, Factory factory) {
+  factories_.emplace_back(std::move(name), std::move(factory));
+}
+
+const Factory* Registry::find(std::string_view name) const {
+  for (const auto& [n, f] : factories_)
+    if (n == name) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : factories_) out.push_back(entry.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace recycler::policies
