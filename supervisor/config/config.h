@@ -1,0 +1,133 @@
+// The validated configuration: plain structs, no YAML types. Produced by
+// config::load_file() (parse.h) or built by the CLI's wrap mode, and compared
+// program by program on SIGHUP to decide what to restart.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace recycler::policies {
+class Policy;
+}
+
+namespace recycler::config {
+
+using Duration = std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+enum class RestartMode { Always, OnFailure, Never };
+enum class LogFormat { Text, Json };
+enum class LogLevel { Trace, Debug, Info, Warn, Error };
+
+struct Limits {
+  std::optional<uint64_t> memory_max;   // bytes; v1 memory.limit_in_bytes, v2 memory.max
+  std::optional<uint64_t> memory_high;  // bytes; v1 memory.soft_limit_in_bytes, v2 memory.high
+  std::optional<uint64_t> pids_max;
+  std::optional<double> cpu;  // CPUs: 1.5 = 150 ms of CPU time per 100 ms period
+
+  bool any() const { return memory_max || memory_high || pids_max || cpu; }
+  bool operator==(const Limits&) const = default;
+};
+
+// One setrlimit() applied in the child before exec. RLIM_INFINITY means unlimited.
+struct Rlimit {
+  int resource = 0;  // RLIMIT_NOFILE, ...
+  uint64_t soft = 0;
+  uint64_t hard = 0;
+  bool operator==(const Rlimit&) const = default;
+};
+
+struct StopConfig {
+  int signal = SIGTERM;
+  Duration timeout = 10s;
+  bool operator==(const StopConfig&) const = default;
+};
+
+struct BackoffConfig {
+  Duration initial = 1s;
+  Duration max = 60s;
+  Duration reset_after = 60s;  // uptime after which the backoff starts over
+  bool operator==(const BackoffConfig&) const = default;
+};
+
+struct CrashLoopConfig {
+  unsigned max = 5;       // this many exits...
+  Duration within = 60s;  // ...within this window mark the slot failed
+  bool operator==(const CrashLoopConfig&) const = default;
+};
+
+struct RestartConfig {
+  RestartMode mode = RestartMode::OnFailure;
+  BackoffConfig backoff;
+  CrashLoopConfig crash_loop;
+  bool operator==(const RestartConfig&) const = default;
+};
+
+// A policy as configured. `source` is the policy's YAML node re-emitted in a
+// canonical form: two configs with the same source build the same policy, which
+// is what a reload compares.
+struct PolicyConfig {
+  std::string name;
+  std::string source;
+  std::shared_ptr<const policies::Policy> policy;
+  bool operator==(const PolicyConfig& o) const { return name == o.name && source == o.source; }
+};
+
+struct ProgramConfig {
+  std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
+  std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
+  bool shell = false;                // command came from a YAML string
+  std::map<std::string, std::string> env;
+  std::string cwd;  // empty: the recycler's own working directory
+  std::optional<std::string> user;
+  std::optional<std::string> group;
+  std::optional<uid_t> uid;  // resolved from user at validation
+  std::optional<gid_t> gid;  // resolved from group, else the user's primary group
+  unsigned instances = 1;
+  std::optional<unsigned> threads;
+  Limits limits;
+  std::vector<Rlimit> rlimits;
+  StopConfig stop;
+  RestartConfig restart;
+  std::vector<PolicyConfig> policies;
+
+  bool operator==(const ProgramConfig&) const = default;
+};
+
+struct LogConfig {
+  LogLevel level = LogLevel::Info;
+  LogFormat format = LogFormat::Text;
+  bool operator==(const LogConfig&) const = default;
+};
+
+inline constexpr const char* kDefaultCgroupRoot = "recycler";
+
+struct Config {
+  std::string path;  // the file it came from ("" when built from the command line)
+  LogConfig log;
+  // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
+  // Absolute: from the top of the hierarchy.
+  std::string cgroup_root = kDefaultCgroupRoot;
+  std::vector<ProgramConfig> programs;  // in file order
+
+  const ProgramConfig* find(const std::string& name) const;
+};
+
+// Environment variables that `threads: N` sets unless the program's env sets them.
+inline constexpr const char* kThreadEnvVars[] = {"OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                 "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                                                 "VECLIB_MAXIMUM_THREADS"};
+
+const char* to_string(RestartMode mode);
+const char* to_string(LogFormat format);
+const char* to_string(LogLevel level);
+
+}  // namespace recycler::config

@@ -1,0 +1,955 @@
+// One pass over the YAML tree. Every reader reports what is wrong with its
+// node and carries on with the default, so a single load lists every problem;
+// the Config is handed out only when nothing was reported as an error.
+#include "supervisor/config/parse.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <tuple>
+#include <utility>
+
+#include "policies/policy.h"
+#include "supervisor/config/units.h"
+
+namespace recycler::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------
+// Diagnostics
+
+class Report {
+ public:
+  explicit Report(std::string file) : file_(std::move(file)) {}
+
+  void error(const YAML::Mark& at, std::string message) {
+    errors_.push_back(make(at, std::move(message), false));
+  }
+  void warning(const YAML::Mark& at, std::string message) {
+    warnings_.push_back(make(at, std::move(message), true));
+  }
+
+  LoadResult finish(std::optional<Config> config) && {
+    // Checks run section by section, not in file order; the reader wants file order.
+    auto by_position = [](const Diagnostic& a, const Diagnostic& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    };
+    std::stable_sort(errors_.begin(), errors_.end(), by_position);
+    std::stable_sort(warnings_.begin(), warnings_.end(), by_position);
+    LoadResult result;
+    if (errors_.empty()) result.config = std::move(config);
+    result.errors = std::move(errors_);
+    result.warnings = std::move(warnings_);
+    return result;
+  }
+
+ private:
+  Diagnostic make(const YAML::Mark& at, std::string message, bool warning) const {
+    bool known = !at.is_null() && at.line >= 0;
+    return Diagnostic{file_, known ? at.line + 1 : 0, known ? at.column + 1 : 0, std::move(message),
+                      warning};
+  }
+
+  std::string file_;
+  std::vector<Diagnostic> errors_;
+  std::vector<Diagnostic> warnings_;
+};
+
+// Line 1, column 1: a default Mark is all zeros.
+YAML::Mark start_of_file() {
+  return YAML::Mark();
+}
+
+std::string quote(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+// "a, b or c"
+std::string join_or(std::span<const std::string_view> words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Generic node reading
+
+// A node together with the dotted path that names it in messages. Fields are
+// copied, never assigned: assigning a YAML::Node rebinds the node it refers to
+// and would rewrite the document being read.
+struct Field {
+  std::string path;  // "" for the document itself
+  YAML::Node value;
+  YAML::Mark key_mark = YAML::Mark::null_mark();  // where the key naming it sits
+
+  bool null() const { return !value.IsDefined() || value.IsNull(); }
+  // yaml-cpp gives an empty value the mark of whatever token follows it, which
+  // may be lines further down, so errors about it point at its key instead.
+  YAML::Mark mark() const { return null() && !key_mark.is_null() ? key_mark : value.Mark(); }
+  std::string where() const { return path.empty() ? "at the top level" : "in " + path; }
+
+  Field child(const std::string& key, const YAML::Node& v, const YAML::Mark& at) const {
+    return Field{path.empty() ? key : path + "." + key, v, at};
+  }
+  Field item(size_t index, const YAML::Node& v) const {
+    return Field{path + "[" + std::to_string(index) + "]", v, v.Mark()};
+  }
+};
+
+// The entries of a map, each key once, in file order.
+class MapView {
+ public:
+  void add(std::string key, Field field) {
+    entries_.emplace_back(std::move(key), std::move(field));
+  }
+  const std::vector<std::pair<std::string, Field>>& entries() const { return entries_; }
+
+  // Present, even when null.
+  const Field* find(std::string_view key) const {
+    for (const auto& [k, f] : entries_)
+      if (k == key) return &f;
+    return nullptr;
+  }
+  // Present and not null: a null value means "use the default".
+  const Field* get(std::string_view key) const {
+    const Field* f = find(key);
+    return f && !f->null() ? f : nullptr;
+  }
+
+ private:
+  std::vector<std::pair<std::string, Field>> entries_;
+};
+
+using Keys = std::span<const std::string_view>;
+
+// Reads a map, reporting a non-map, non-string keys and duplicate keys (which
+// yaml-cpp accepts, and then answers lookups with the first). With `known`
+// set, keys outside it are errors too. A null map is an empty one.
+std::optional<MapView> read_map(const Field& f, Report& r, std::optional<Keys> known) {
+  MapView view;
+  if (f.null()) return view;
+  if (!f.value.IsMap()) {
+    r.error(f.mark(), f.path + " must be a map");
+    return std::nullopt;
+  }
+  for (const auto& entry : f.value) {
+    const YAML::Node& key = entry.first;
+    if (!key.IsScalar()) {
+      r.error(key.Mark(), "keys " + f.where() + " must be strings");
+      continue;
+    }
+    const std::string& name = key.Scalar();
+    if (const Field* first = view.find(name)) {
+      r.error(key.Mark(), "duplicate key " + quote(name) + " " + f.where() + " (first at line " +
+                              std::to_string(first->key_mark.line + 1) + ")");
+      continue;
+    }
+    if (known && std::find(known->begin(), known->end(), name) == known->end()) {
+      std::string hint = suggest(name, std::vector<std::string>(known->begin(), known->end()));
+      r.error(key.Mark(), "unknown key " + quote(name) + " " + f.where() +
+                              (hint.empty() ? "" : "; did you mean " + quote(hint) + "?"));
+    }
+    view.add(name, f.child(name, entry.second, key.Mark()));
+  }
+  return view;
+}
+
+std::optional<std::string> read_scalar(const Field& f, std::string_view kind, Report& r) {
+  if (f.value.IsScalar()) return f.value.Scalar();
+  r.error(f.mark(), f.path + " must be " + std::string(kind));
+  return std::nullopt;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Digits only: a sign, a fraction, an exponent or a boolean is not an integer here.
+std::optional<uint64_t> parse_digits(std::string_view s, bool* overflow = nullptr) {
+  if (!all_digits(s)) return std::nullopt;
+  uint64_t v = 0;
+  if (std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc()) {
+    if (overflow) *overflow = true;
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<uint64_t> read_integer(const Field& f, uint64_t lo, uint64_t hi, Report& r) {
+  auto text = read_scalar(f, "an integer", r);
+  if (!text) return std::nullopt;
+  std::string expected =
+      "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  bool overflow = false;
+  auto v = parse_digits(*text, &overflow);
+  bool negative = text->starts_with('-') && all_digits(std::string_view(*text).substr(1));
+  if (overflow || negative || (v && (*v < lo || *v > hi))) {
+    r.error(f.mark(), f.path + ": " + *text + " is out of range; " + expected);
+    return std::nullopt;
+  }
+  if (!v) {
+    r.error(f.mark(), f.path + ": invalid value " + quote(*text) + "; " + expected);
+    return std::nullopt;
+  }
+  return v;
+}
+
+template <typename T, typename Parse>
+std::optional<T> read_unit(const Field& f, std::string_view kind, Parse parse, Report& r) {
+  auto text = read_scalar(f, "a " + std::string(kind), r);
+  if (!text) return std::nullopt;
+  std::string why;
+  auto v = parse(*text, &why);
+  if (!v)
+    r.error(f.mark(), f.path + ": invalid " + std::string(kind) + " " + quote(*text) + ": " + why);
+  return v;
+}
+
+std::optional<uint64_t> read_size(const Field& f, Report& r) {
+  return read_unit<uint64_t>(f, "size", parse_size, r);
+}
+std::optional<Duration> read_duration(const Field& f, Report& r) {
+  return read_unit<Duration>(f, "duration", parse_duration, r);
+}
+std::optional<int> read_signal(const Field& f, Report& r) {
+  return read_unit<int>(f, "signal", parse_signal, r);
+}
+
+template <typename E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+template <typename E, size_t N>
+std::optional<E> read_choice(const Field& f, const std::array<Choice<E>, N>& choices, Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return std::nullopt;
+  std::array<std::string_view, N> names;
+  for (size_t i = 0; i < N; ++i) {
+    if (choices[i].name == *text) return choices[i].value;
+    names[i] = choices[i].name;
+  }
+  r.error(f.mark(), f.path + ": invalid value " + quote(*text) + "; expected " + join_or(names));
+  return std::nullopt;
+}
+
+// Assigns `out` only from a value that is present, not null, and valid.
+template <typename T, typename U>
+void set(T& out, const std::optional<U>& v) {
+  if (v) out = static_cast<T>(*v);
+}
+
+// ---------------------------------------------------------------------------
+// Top-level sections
+
+constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "programs"};
+constexpr std::string_view kLogKeys[] = {"level", "format"};
+constexpr std::string_view kProgramKeys[] = {"command", "env",       "cwd",     "user",
+                                             "group",   "instances", "threads", "limits",
+                                             "rlimits", "stop",      "restart", "policies"};
+constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
+constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
+constexpr std::string_view kRestartKeys[] = {"mode", "backoff", "crash_loop"};
+constexpr std::string_view kBackoffKeys[] = {"initial", "max", "reset_after"};
+constexpr std::string_view kCrashLoopKeys[] = {"max", "within"};
+constexpr std::string_view kRlimitRangeKeys[] = {"soft", "hard"};
+
+constexpr unsigned kMaxInstances = 1024;
+constexpr unsigned kMaxThreads = 4096;
+constexpr uint64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT on 64-bit Linux
+constexpr double kMaxCpus = 1024;
+constexpr unsigned kMaxCrashLoop = 1'000'000;
+
+void parse_log(const Field& f, LogConfig& log, Report& r) {
+  auto map = read_map(f, r, kLogKeys);
+  if (!map) return;
+  constexpr std::array<Choice<LogLevel>, 5> kLevels{{{"trace", LogLevel::Trace},
+                                                     {"debug", LogLevel::Debug},
+                                                     {"info", LogLevel::Info},
+                                                     {"warn", LogLevel::Warn},
+                                                     {"error", LogLevel::Error}}};
+  constexpr std::array<Choice<LogFormat>, 2> kFormats{
+      {{"text", LogFormat::Text}, {"json", LogFormat::Json}}};
+  if (auto* v = map->get("level")) set(log.level, read_choice(*v, kLevels, r));
+  if (auto* v = map->get("format")) set(log.format, read_choice(*v, kFormats, r));
+}
+
+// strchr() would also find the terminating NUL, which YAML can spell "\0".
+bool one_of(char c, const char* chars) {
+  return c != '\0' && std::strchr(chars, c) != nullptr;
+}
+
+bool cgroup_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || one_of(c, "_.@/-");
+}
+
+// The root ends up in paths handed to the kernel, so nothing that could
+// climb out of the intended subtree or name the same directory twice.
+void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return;
+  auto fail = [&](const std::string& why) { r.error(f.mark(), f.path + ": " + why); };
+  if (text->empty()) return fail("must not be empty");
+  auto bad = std::find_if_not(text->begin(), text->end(), cgroup_char);
+  if (bad != text->end())
+    return fail("invalid character " + quote(std::string(1, *bad)) + " in " + quote(*text) +
+                "; use letters, digits and _ . @ / -");
+  std::string_view rest = *text;
+  if (rest.front() == '/') rest.remove_prefix(1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    if (part.empty()) return fail("empty path component in " + quote(*text));
+    if (part == "." || part == "..")
+      return fail("\".\" and \"..\" are not allowed in " + quote(*text));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  root = *text;
+}
+
+// ---------------------------------------------------------------------------
+// Program sections
+
+void parse_command(const Field& f, ProgramConfig& p, Report& r) {
+  if (f.value.IsScalar()) {
+    if (f.value.Scalar().empty()) return r.error(f.mark(), f.path + " must not be empty");
+    p.command = {"/bin/sh", "-c", f.value.Scalar()};
+    p.shell = true;
+    return;
+  }
+  if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a string or a list");
+  if (f.value.size() == 0) return r.error(f.mark(), f.path + " must not be empty");
+  for (size_t i = 0; i < f.value.size(); ++i) {
+    Field arg = f.item(i, f.value[i]);
+    auto text = read_scalar(arg, "a string", r);
+    if (text && i == 0 && text->empty()) r.error(arg.mark(), arg.path + " must not be empty");
+    if (text) p.command.push_back(*text);
+  }
+}
+
+bool valid_env_name(std::string_view name) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         std::all_of(name.begin(), name.end(), word);
+}
+
+void parse_env(const Field& f, ProgramConfig& p, Report& r) {
+  auto map = read_map(f, r, std::nullopt);
+  if (!map) return;
+  for (const auto& [name, value] : map->entries()) {
+    if (!valid_env_name(name)) {
+      r.error(value.key_mark, "invalid variable name " + quote(name) + " " + f.where() +
+                                  "; use letters, digits and _, not starting with a digit");
+      continue;
+    }
+    if (value.null()) {
+      // An empty value is more likely a forgotten one than a wish for "".
+      r.error(value.mark(), value.path + " must be a string; write \"\" for an empty value");
+      continue;
+    }
+    if (auto text = read_scalar(value, "a string", r)) p.env[name] = *text;
+  }
+}
+
+// Relative directories are relative to the config file, not to wherever the
+// recycler happened to be started from.
+void parse_cwd(const Field& f, const fs::path& base, ProgramConfig& p, Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return;
+  if (text->empty()) return r.error(f.mark(), f.path + " must not be empty");
+  std::error_code ec;
+  fs::path dir = fs::absolute(base / *text, ec).lexically_normal();
+  if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();
+  auto status = fs::status(dir, ec);
+  if (!fs::exists(status)) {
+    r.error(f.mark(), f.path + ": " + quote(dir.string()) + " does not exist");
+  } else if (!fs::is_directory(status)) {
+    r.error(f.mark(), f.path + ": " + quote(dir.string()) + " is not a directory");
+  }
+  p.cwd = dir.string();
+}
+
+// getpwnam_r() and getgrnam_r() want a caller-supplied buffer: grow it until
+// the entry fits. Only the ids are returned, since the names point into it.
+std::optional<std::pair<uid_t, gid_t>> find_user(const std::string& name) {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(4096);
+  int err = 0;
+  while ((err = getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+    buffer.resize(buffer.size() * 2);
+  if (err != 0 || !found) return std::nullopt;
+  return std::pair{entry.pw_uid, entry.pw_gid};
+}
+
+std::optional<gid_t> find_group(const std::string& name) {
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(4096);
+  int err = 0;
+  while ((err = getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+    buffer.resize(buffer.size() * 2);
+  if (err != 0 || !found) return std::nullopt;
+  return entry.gr_gid;
+}
+
+// Without root, setuid()/setgid() can only keep the ids the recycler already
+// has; catching that here beats every spawn failing later.
+void parse_identity(const MapView& map, ProgramConfig& p, Report& r) {
+  bool root = geteuid() == 0;
+  if (const Field* f = map.get("user")) {
+    auto name = read_scalar(*f, "a string", r);
+    auto ids = name ? find_user(*name) : std::nullopt;
+    if (name && !ids) r.error(f->mark(), f->path + ": unknown user " + quote(*name));
+    if (ids && !root && ids->first != geteuid())
+      r.error(f->mark(), f->path + ": running programs as another user needs root");
+    if (ids) {
+      p.user = *name;
+      p.uid = ids->first;
+      p.gid = ids->second;
+    }
+  }
+  if (const Field* f = map.get("group")) {
+    auto name = read_scalar(*f, "a string", r);
+    auto gid = name ? find_group(*name) : std::nullopt;
+    if (name && !gid) r.error(f->mark(), f->path + ": unknown group " + quote(*name));
+    if (gid && !root && *gid != getegid())
+      r.error(f->mark(), f->path + ": running programs as another group needs root");
+    if (gid) {
+      p.group = *name;
+      p.gid = *gid;
+    }
+  }
+}
+
+void parse_limits(const Field& f, Limits& limits, Report& r) {
+  auto map = read_map(f, r, kLimitKeys);
+  if (!map) return;
+  auto positive_size = [&](const char* key) -> std::optional<uint64_t> {
+    const Field* v = map->get(key);
+    if (!v) return std::nullopt;
+    auto size = read_size(*v, r);
+    if (size && *size == 0) {
+      r.error(v->mark(), v->path + " must be greater than 0");
+      return std::nullopt;
+    }
+    return size;
+  };
+  limits.memory_max = positive_size("memory_max");
+  limits.memory_high = positive_size("memory_high");
+  if (limits.memory_max && limits.memory_high && *limits.memory_high > *limits.memory_max) {
+    const Field* high = map->get("memory_high");
+    r.error(high->mark(), high->path + " (" + format_size(*limits.memory_high) +
+                              ") is above memory_max (" + format_size(*limits.memory_max) + ")");
+  }
+  if (auto* v = map->get("pids_max")) limits.pids_max = read_integer(*v, 1, kMaxPids, r);
+  if (auto* v = map->get("cpu")) {
+    if (auto text = read_scalar(*v, "a number", r)) {
+      std::string expected = "expected a number of CPUs above 0 and at most 1024";
+      // Plain decimals only: strtod would also take "inf", "nan" and hex floats.
+      bool plain = !text->empty() && text->find_first_not_of("0123456789.") == std::string::npos &&
+                   std::count(text->begin(), text->end(), '.') <= 1 && text->front() != '.' &&
+                   text->back() != '.';
+      double cpus = plain ? std::strtod(text->c_str(), nullptr) : 0;
+      if (!plain) {
+        r.error(v->mark(), v->path + ": invalid value " + quote(*text) + "; " + expected);
+      } else if (cpus <= 0 || cpus > kMaxCpus) {
+        r.error(v->mark(), v->path + ": " + *text + " is out of range; " + expected);
+      } else {
+        limits.cpu = cpus;
+      }
+    }
+  }
+}
+
+struct RlimitKind {
+  std::string_view name;
+  int resource;
+  bool size;  // a size ("64MiB") rather than a count
+};
+
+constexpr RlimitKind kRlimits[] = {
+    {"nofile", RLIMIT_NOFILE, false},  {"nproc", RLIMIT_NPROC, false}, {"core", RLIMIT_CORE, true},
+    {"memlock", RLIMIT_MEMLOCK, true}, {"stack", RLIMIT_STACK, true},  {"as", RLIMIT_AS, true},
+    {"fsize", RLIMIT_FSIZE, true}};
+
+std::optional<uint64_t> read_rlimit_value(const Field& f, const RlimitKind& kind, Report& r) {
+  if (f.null()) {
+    r.error(f.mark(), f.path + " must not be empty");
+    return std::nullopt;
+  }
+  if (f.value.IsScalar() && f.value.Scalar() == "unlimited") return RLIM_INFINITY;
+  if (kind.size) {
+    auto v = read_size(f, r);
+    if (v && *v >= RLIM_INFINITY) {
+      r.error(f.mark(), f.path + " is too large; write \"unlimited\" for no limit");
+      return std::nullopt;
+    }
+    return v;
+  }
+  auto text = read_scalar(f, "an integer", r);
+  if (!text) return std::nullopt;
+  auto v = parse_digits(*text);
+  if (!v || *v >= RLIM_INFINITY) {
+    r.error(f.mark(), f.path + ": invalid value " + quote(*text) +
+                          "; expected a whole number or \"unlimited\"");
+    return std::nullopt;
+  }
+  return v;
+}
+
+// A scalar sets both limits; {soft, hard} sets them apart.
+std::optional<Rlimit> parse_rlimit(const Field& f, const RlimitKind& kind, Report& r) {
+  if (!f.value.IsMap()) {
+    auto limit = read_rlimit_value(f, kind, r);
+    if (!limit) return std::nullopt;
+    return Rlimit{kind.resource, *limit, *limit};
+  }
+  auto range = read_map(f, r, kRlimitRangeKeys);
+  if (!range) return std::nullopt;
+  std::optional<uint64_t> ends[2];
+  for (size_t i = 0; i < 2; ++i) {
+    if (const Field* end = range->find(kRlimitRangeKeys[i]))
+      ends[i] = read_rlimit_value(*end, kind, r);
+    else
+      r.error(f.key_mark, f.path + "." + std::string(kRlimitRangeKeys[i]) + " is required");
+  }
+  if (!ends[0] || !ends[1]) return std::nullopt;
+  if (*ends[0] > *ends[1]) {
+    const Field* soft = range->find("soft");
+    r.error(soft->mark(), f.path + ": soft limit " + quote(soft->value.Scalar()) +
+                              " is above hard limit " + quote(range->find("hard")->value.Scalar()));
+    return std::nullopt;
+  }
+  return Rlimit{kind.resource, *ends[0], *ends[1]};
+}
+
+void parse_rlimits(const Field& f, ProgramConfig& p, Report& r) {
+  std::array<std::string_view, std::size(kRlimits)> names;
+  std::transform(std::begin(kRlimits), std::end(kRlimits), names.begin(),
+                 [](const RlimitKind& k) { return k.name; });
+  auto map = read_map(f, r, names);
+  if (!map) return;
+  for (const auto& [name, value] : map->entries()) {
+    for (const auto& kind : kRlimits)
+      if (kind.name == name)
+        if (auto limit = parse_rlimit(value, kind, r)) p.rlimits.push_back(*limit);
+  }
+}
+
+void parse_stop(const Field& f, StopConfig& stop, Report& r) {
+  auto map = read_map(f, r, kStopKeys);
+  if (!map) return;
+  if (auto* v = map->get("signal")) set(stop.signal, read_signal(*v, r));
+  if (auto* v = map->get("timeout")) set(stop.timeout, read_duration(*v, r));
+}
+
+void parse_backoff(const Field& f, BackoffConfig& backoff, Report& r) {
+  auto map = read_map(f, r, kBackoffKeys);
+  if (!map) return;
+  const Field* initial = map->get("initial");
+  const Field* max = map->get("max");
+  bool failed = false;
+  for (auto [field, out] : {std::pair{initial, &backoff.initial}, std::pair{max, &backoff.max}}) {
+    if (!field) continue;
+    auto v = read_duration(*field, r);
+    failed |= !v;
+    set(*out, v);
+  }
+  if (auto* v = map->get("reset_after")) set(backoff.reset_after, read_duration(*v, r));
+  if (failed || backoff.max >= backoff.initial) return;
+  // Blame whichever of the two was written: a default is not the mistake.
+  std::string values =
+      " (" + format_duration(backoff.max) + " < " + format_duration(backoff.initial) + ")";
+  if (max)
+    r.error(max->mark(), max->path + " must not be below backoff.initial" + values);
+  else
+    r.error(initial->mark(), initial->path + " must not be above backoff.max" + values);
+}
+
+void parse_crash_loop(const Field& f, CrashLoopConfig& crash_loop, Report& r) {
+  auto map = read_map(f, r, kCrashLoopKeys);
+  if (!map) return;
+  if (auto* v = map->get("max")) set(crash_loop.max, read_integer(*v, 1, kMaxCrashLoop, r));
+  if (auto* v = map->get("within")) {
+    auto within = read_duration(*v, r);
+    if (within && *within == Duration::zero())
+      r.error(v->mark(), v->path + " must be greater than 0");
+    else
+      set(crash_loop.within, within);
+  }
+}
+
+void parse_restart(const Field& f, RestartConfig& restart, Report& r) {
+  auto map = read_map(f, r, kRestartKeys);
+  if (!map) return;
+  constexpr std::array<Choice<RestartMode>, 3> kModes{{{"always", RestartMode::Always},
+                                                       {"on-failure", RestartMode::OnFailure},
+                                                       {"never", RestartMode::Never}}};
+  if (auto* v = map->get("mode")) set(restart.mode, read_choice(*v, kModes, r));
+  if (auto* v = map->find("backoff")) parse_backoff(*v, restart.backoff, r);
+  if (auto* v = map->find("crash_loop")) parse_crash_loop(*v, restart.crash_loop, r);
+}
+
+// ---------------------------------------------------------------------------
+// Policies
+
+// Re-emits a node in one fixed form: flow style, map keys sorted, scalars
+// as plain text. Block vs flow, quoting and key order then make no difference
+// to whether a reload sees the policy as changed.
+void emit_canonical(YAML::Emitter& out, const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      // Sort positions, not nodes (see Field on assigning nodes).
+      std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+      std::vector<std::pair<std::string, size_t>> order;
+      for (const auto& entry : node) {
+        YAML::Emitter key;
+        emit_canonical(key, entry.first);
+        order.emplace_back(key.c_str(), entries.size());
+        entries.emplace_back(entry.first, entry.second);
+      }
+      std::stable_sort(order.begin(), order.end());
+      out << YAML::BeginMap;
+      for (const auto& [text, index] : order) {
+        out << YAML::Key;
+        emit_canonical(out, entries[index].first);
+        out << YAML::Value;
+        emit_canonical(out, entries[index].second);
+      }
+      out << YAML::EndMap;
+      return;
+    }
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (const auto& item : node) emit_canonical(out, item);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar:
+      out << node.Scalar();
+      return;
+    default:
+      out << YAML::Null;
+  }
+}
+
+std::string canonical(const YAML::Node& node) {
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  emit_canonical(out, node);
+  return out.c_str();
+}
+
+// Policies read their own arguments with yaml-cpp lookups, which silently take
+// the first of two equal keys; catch those here, at every depth.
+void check_duplicate_keys(const Field& f, Report& r) {
+  if (f.value.IsMap()) {
+    if (auto map = read_map(f, r, std::nullopt))
+      for (const auto& entry : map->entries()) check_duplicate_keys(entry.second, r);
+  } else if (f.value.IsSequence()) {
+    for (size_t i = 0; i < f.value.size(); ++i) check_duplicate_keys(f.item(i, f.value[i]), r);
+  }
+}
+
+class PolicyErrors : public policies::ErrorSink {
+ public:
+  PolicyErrors(Report& report, std::string prefix, YAML::Mark fallback)
+      : report_(report), prefix_(std::move(prefix)), fallback_(fallback) {}
+
+  void error(const YAML::Mark& at, std::string message) override {
+    report_.error(at.is_null() ? fallback_ : at, prefix_ + message);
+    ++count_;
+  }
+  int count() const { return count_; }
+
+ private:
+  Report& report_;
+  std::string prefix_;
+  YAML::Mark fallback_;
+  int count_ = 0;
+};
+
+std::string unknown_policy(const std::string& name) {
+  auto names = policies::Registry::instance().names();
+  std::string message = "unknown policy " + quote(name);
+  if (names.empty()) return message + " (no policies are available in this build)";
+  if (auto hint = suggest(name, names); !hint.empty())
+    return message + "; did you mean " + quote(hint) + "?";
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return message + " (available: " + list + ")";
+}
+
+std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
+  if (!item.value.IsMap() || item.value.size() != 1) {
+    r.error(item.mark(), item.path + " must be a map with a single key, the policy name");
+    return std::nullopt;
+  }
+  auto entry = *item.value.begin();
+  if (!entry.first.IsScalar()) {
+    r.error(entry.first.Mark(), item.path + ": the policy name must be a string");
+    return std::nullopt;
+  }
+  const std::string name = entry.first.Scalar();
+  Field args = item.child(name, entry.second, entry.first.Mark());
+  const policies::Factory* factory = policies::Registry::instance().find(name);
+  if (!factory) {
+    r.error(entry.first.Mark(), item.path + ": " + unknown_policy(name));
+    return std::nullopt;
+  }
+  check_duplicate_keys(args, r);
+  PolicyErrors errors(r, args.path + ": ", args.key_mark);
+  std::unique_ptr<policies::Policy> policy;
+  // An empty node carries the mark of the next token, possibly lines below;
+  // a fresh null node has none, so its errors land on the policy name.
+  const YAML::Node node = args.null() ? YAML::Node() : args.value;
+  try {
+    policy = (*factory)(node, errors);
+  } catch (const YAML::Exception& e) {
+    // A factory that reads its node with as<T>() throws on a wrong type.
+    errors.error(e.mark, e.msg);
+  } catch (const std::exception& e) {
+    errors.error(args.key_mark, e.what());
+  }
+  if (errors.count() > 0) return std::nullopt;
+  if (!policy) {
+    r.error(args.key_mark, args.path + ": the policy could not be created");
+    return std::nullopt;
+  }
+  return PolicyConfig{name, canonical(item.value), std::move(policy)};
+}
+
+void parse_policies(const Field& f, ProgramConfig& p, Report& r) {
+  if (f.null()) return;
+  if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a list");
+  for (size_t i = 0; i < f.value.size(); ++i)
+    if (auto policy = parse_policy(f.item(i, f.value[i]), r)) p.policies.push_back(*policy);
+}
+
+// ---------------------------------------------------------------------------
+// Executable check: a warning only, since the program may be installed by the
+// time it starts, or PATH may differ on the machine the config is meant for.
+
+bool is_executable(const fs::path& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0;
+}
+
+void check_executable(const ProgramConfig& p, const Field& command, Report& r) {
+  if (p.shell || p.command.empty() || p.command[0].empty()) return;
+  const std::string& argv0 = p.command[0];
+  YAML::Mark at = command.value[0].Mark();
+  if (argv0.find('/') != std::string::npos) {
+    fs::path file = argv0;
+    // exec happens after the chdir into cwd.
+    if (file.is_relative() && !p.cwd.empty()) file = fs::path(p.cwd) / file;
+    std::error_code ec;
+    if (!fs::exists(file, ec))
+      r.warning(at, command.path + ": " + quote(argv0) + " does not exist");
+    else if (!is_executable(file))
+      r.warning(at, command.path + ": " + quote(argv0) + " is not an executable file");
+    return;
+  }
+  std::string path;
+  if (auto it = p.env.find("PATH"); it != p.env.end()) {
+    path = it->second;
+  } else if (const char* own = std::getenv("PATH")) {
+    path = own;
+  } else {
+    path = "/bin:/usr/bin";  // what execvp() falls back to
+  }
+  std::string_view rest = path;
+  while (true) {
+    size_t colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    if (is_executable(fs::path(dir.empty() ? "." : dir) / argv0)) return;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  r.warning(at, command.path + ": " + quote(argv0) + " was not found on PATH");
+}
+
+ProgramConfig parse_program(const std::string& name, const Field& f, const fs::path& base,
+                            Report& r) {
+  ProgramConfig p;
+  p.name = name;
+  if (!valid_program_name(name))
+    r.error(f.key_mark,
+            "invalid program name " + quote(name) +
+                " in programs: use 1 to 64 letters, digits, _ . or -, not starting with .");
+  auto map = read_map(f, r, kProgramKeys);
+  if (!map) return p;
+  if (const Field* v = map->find("command")) {
+    if (v->null())
+      r.error(v->mark(), v->path + " must not be empty");
+    else
+      parse_command(*v, p, r);
+  } else {
+    r.error(f.key_mark, f.path + ".command is required");
+  }
+  if (auto* v = map->find("env")) parse_env(*v, p, r);
+  if (auto* v = map->get("cwd")) parse_cwd(*v, base, p, r);
+  parse_identity(*map, p, r);
+  if (auto* v = map->get("instances")) set(p.instances, read_integer(*v, 1, kMaxInstances, r));
+  if (auto* v = map->get("threads")) set(p.threads, read_integer(*v, 1, kMaxThreads, r));
+  if (auto* v = map->find("limits")) parse_limits(*v, p.limits, r);
+  if (auto* v = map->find("rlimits")) parse_rlimits(*v, p, r);
+  if (auto* v = map->find("stop")) parse_stop(*v, p.stop, r);
+  if (auto* v = map->find("restart")) parse_restart(*v, p.restart, r);
+  if (auto* v = map->find("policies")) parse_policies(*v, p, r);
+  if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, r);
+  return p;
+}
+
+void parse_programs(const Field* f, const YAML::Mark& root, Config& config, const fs::path& base,
+                    Report& r) {
+  if (!f) return r.error(root, "programs is required");
+  auto map = read_map(*f, r, std::nullopt);
+  if (!map) return;
+  if (map->entries().empty()) return r.error(f->mark(), "programs must not be empty");
+  for (const auto& [name, program] : map->entries())
+    config.programs.push_back(parse_program(name, program, base, r));
+}
+
+LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base) {
+  Report r(file);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    r.error(e.mark.is_null() ? start_of_file() : e.mark, "invalid YAML: " + e.msg);
+    return std::move(r).finish(std::nullopt);
+  }
+  if (documents.empty() || documents[0].IsNull()) {
+    r.error(start_of_file(), "the config is empty; expected a map with a \"programs\" key");
+    return std::move(r).finish(std::nullopt);
+  }
+  if (documents.size() > 1)
+    r.error(documents[1].Mark(), "the config must be a single YAML document");
+
+  Field root{"", documents[0]};
+  if (!root.value.IsMap()) {
+    r.error(start_of_file(), "the config must be a map with a \"programs\" key");
+    return std::move(r).finish(std::nullopt);
+  }
+  Config config;
+  config.path = file;
+  auto top = read_map(root, r, kTopKeys);
+  if (auto* v = top->find("log")) parse_log(*v, config.log, r);
+  if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
+  parse_programs(top->find("programs"), root.value.Mark(), config, base, r);
+  return std::move(r).finish(std::move(config));
+}
+
+// Damerau-Levenshtein (optimal string alignment): a swapped pair of letters,
+// the commonest typo, costs 1 rather than 2.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// errno on failure, 0 on success. Plain read(2) rather than iostreams, whose
+// failures do not say why (a directory, say, opens fine and then fails to read).
+int read_file(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[65536];
+  int err = 0;
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      out.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      err = errno;
+      break;
+    }
+  }
+  ::close(fd);
+  return err;
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::string Diagnostic::str() const {
+  std::string kind = warning ? "warning: " : "error: ";
+  if (line == 0) return file + ": " + kind + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + kind + message;
+}
+
+LoadResult load_file(const std::string& path) {
+  std::string text;
+  if (int err = read_file(path, text)) {
+    Report r(path);
+    r.error(YAML::Mark::null_mark(), std::string("cannot read config: ") + std::strerror(err));
+    return std::move(r).finish(std::nullopt);
+  }
+  return parse_document(text, path, fs::path(path).parent_path());
+}
+
+LoadResult parse_string(std::string_view yaml, const std::string& file_name) {
+  return parse_document(yaml, file_name, fs::path(file_name).parent_path());
+}
+
+bool valid_program_name(std::string_view name) {
+  auto ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || one_of(c, "_.-"); };
+  return !name.empty() && name.size() <= 64 && name.front() != '.' &&
+         std::all_of(name.begin(), name.end(), ok);
+}
+
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  // Case is ignored, so "Memory_Max" finds "memory_max" at distance 0.
+  std::string lower = lowercase(word);
+  size_t limit = std::max<size_t>(1, word.size() / 3);
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const auto& candidate : candidates) {
+    size_t d = edit_distance(lower, lowercase(candidate));
+    if (d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace recycler::config

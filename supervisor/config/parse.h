@@ -1,0 +1,42 @@
+// YAML -> validated Config. Everything is validated before anything starts:
+// every problem found is reported (not just the first), each with the file,
+// line and column of the offending node, and a config with any error yields no
+// Config at all.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "supervisor/config/config.h"
+
+namespace recycler::config {
+
+struct Diagnostic {
+  std::string file;
+  int line = 0;    // 1-based; 0 when the problem has no position (e.g. unreadable file)
+  int column = 0;  // 1-based
+  std::string message;
+  bool warning = false;
+
+  // "FILE:LINE:COLUMN: error: MESSAGE" (or "warning:"), "FILE: error: MESSAGE" without a line.
+  std::string str() const;
+};
+
+struct LoadResult {
+  std::optional<Config> config;      // set only when there are no errors
+  std::vector<Diagnostic> errors;    // in file order
+  std::vector<Diagnostic> warnings;  // e.g. a command that is not on PATH
+};
+
+LoadResult load_file(const std::string& path);
+LoadResult parse_string(std::string_view yaml, const std::string& file_name);
+
+// Error-free checks shared with the command line's wrap mode.
+bool valid_program_name(std::string_view name);
+
+// The closest candidate by edit distance when it is close enough to be a likely typo
+// ("memory_mx" -> "memory_max"); "" otherwise.
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace recycler::config
