@@ -1,0 +1,201 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "supervisor/cgroup/cgroup.h"
+
+namespace recycler::cgroup {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_octal(const std::string& s) {
+  auto oct = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && oct(s[i + 1]) && oct(s[i + 2]) && oct(s[i + 3])) {
+      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool has_option(const std::string& options, const std::string& name) {
+  std::stringstream ss(options);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item == name) return true;
+  return false;
+}
+
+std::string join_path(const std::string& a, const std::string& b) {
+  if (a.empty() || a == "/") return "/" + b;
+  return a + "/" + b;
+}
+
+// The nearest directory at or above `dir` that exists: where mkdir -p starts.
+std::string nearest_existing(std::string dir) {
+  while (!dir.empty() && ::access(dir.c_str(), F_OK) != 0) {
+    size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) return "/";
+    dir.resize(slash);
+  }
+  return dir;
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string w;
+  while (ss >> w) out.push_back(w);
+  return out;
+}
+
+void check_writable(Layout& layout) {
+  for (const Hierarchy& h : layout.hierarchies) {
+    std::string start = nearest_existing(layout.dir(h));
+    if (::access(start.c_str(), W_OK) != 0) {
+      layout.not_enforced = "no permission to create cgroups under " + start +
+                            " (run recycler as root, or give it a delegated cgroup)";
+      return;
+    }
+  }
+}
+
+// v2: a process may not live in a cgroup whose controllers are enabled for its
+// children. We can move ourselves into a leaf, but anyone else in our cgroup
+// (the shell that started us) blocks delegation.
+void check_v2_delegation(Layout& layout, const Hierarchy& h) {
+  std::string own_dir = h.mount + (layout.own == "/" ? "" : layout.own);
+  auto procs = read_file(own_dir + "/cgroup.procs");
+  if (!procs) {
+    layout.not_enforced = "cannot read " + own_dir + "/cgroup.procs: " + procs.error().message;
+    return;
+  }
+  std::string self = std::to_string(::getpid());
+  std::vector<std::string> others;
+  for (const std::string& pid : words(*procs))
+    if (pid != self) others.push_back(pid);
+  if (!others.empty()) {
+    layout.not_enforced =
+        "cgroup v2: recycler's cgroup " + layout.own + " also holds other processes (pid " +
+        others.front() + (others.size() > 1 ? ", ..." : "") +
+        "), so no worker cgroups can be created below it; run recycler in a cgroup of its own "
+        "(a systemd service with Delegate=yes, or systemd-run --scope -p Delegate=yes recycler "
+        "...), or set an absolute cgroup_root";
+    return;
+  }
+  if (::access((own_dir + "/cgroup.subtree_control").c_str(), W_OK) != 0)
+    layout.not_enforced = "no permission to delegate controllers in " + own_dir +
+                          " (run recycler as root, or with Delegate=yes)";
+}
+
+}  // namespace
+
+const char* to_string(Mode mode) {
+  switch (mode) {
+    case Mode::None:
+      return "none";
+    case Mode::V1:
+      return "v1";
+    case Mode::Hybrid:
+      return "hybrid";
+    case Mode::V2:
+      return "v2";
+  }
+  return "?";
+}
+
+std::vector<MountEntry> parse_mountinfo(const std::string& text) {
+  std::vector<MountEntry> out;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f = words(line);
+    auto sep = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 5 || sep == f.end() || f.end() - sep < 4) continue;
+    out.push_back({unescape_octal(f[4]), *(sep + 1), *(sep + 3)});
+  }
+  return out;
+}
+
+std::optional<std::string> parse_v2_self_cgroup(const std::string& text) {
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  return std::nullopt;
+}
+
+std::string Layout::display_root() const {
+  if (hierarchies.empty()) return root;
+  return dir(hierarchies.front());
+}
+
+Layout detect(const std::string& root, const Paths& paths) {
+  Layout layout;
+  auto mountinfo = read_file(paths.mountinfo);
+  if (!mountinfo) {
+    layout.not_enforced = "cannot read " + paths.mountinfo + ": " + mountinfo.error().message;
+    return layout;
+  }
+  std::optional<std::string> v2_mount;
+  std::vector<Hierarchy> v1;
+  for (const MountEntry& m : parse_mountinfo(*mountinfo)) {
+    if (m.fstype == "cgroup2") {
+      // The unified hierarchy at the usual place wins over stray extra mounts.
+      if (!v2_mount || m.mount_point == "/sys/fs/cgroup") v2_mount = m.mount_point;
+    } else if (m.fstype == "cgroup") {
+      for (const char* c : {"memory", "pids", "cpu", "freezer"})
+        if (has_option(m.super_options, c) &&
+            std::none_of(v1.begin(), v1.end(), [&](auto& h) { return h.controller == c; }))
+          v1.push_back({c, paths.prefix + m.mount_point});
+    }
+  }
+  bool v1_useful =
+      std::any_of(v1.begin(), v1.end(), [](auto& h) { return h.controller != "freezer"; });
+
+  if (v1_useful) {
+    layout.mode = v2_mount ? Mode::Hybrid : Mode::V1;
+    layout.hierarchies = v1;
+    for (const char* c : kControllers)
+      if (std::none_of(v1.begin(), v1.end(), [&](auto& h) { return h.controller == c; }))
+        layout.missing.push_back(c);
+    // Keep memory first: it is where recycler reads procs and OOM counters.
+    std::stable_partition(layout.hierarchies.begin(), layout.hierarchies.end(),
+                          [](auto& h) { return h.controller == "memory"; });
+    layout.root = root.front() == '/' ? root : "/" + root;
+  } else if (v2_mount) {
+    layout.mode = Mode::V2;
+    Hierarchy h{"", paths.prefix + *v2_mount};
+    layout.hierarchies.push_back(h);
+    auto self = read_file(paths.self_cgroup);
+    auto own = self ? parse_v2_self_cgroup(*self) : std::nullopt;
+    if (!own) {
+      layout.not_enforced = "cannot tell recycler's own cgroup from " + paths.self_cgroup;
+      return layout;
+    }
+    layout.own = *own;
+    layout.root = root.front() == '/' ? root : join_path(layout.own, root);
+    // The real root cgroup has no cgroup.type; a namespace or delegated root does
+    // and, like any non-root cgroup, may not hold processes and enable controllers.
+    std::string own_dir = h.mount + (layout.own == "/" ? "" : layout.own);
+    bool under_own = layout.root.rfind(layout.own == "/" ? "/" : layout.own + "/", 0) == 0;
+    layout.needs_leaf = under_own && ::access((own_dir + "/cgroup.type").c_str(), F_OK) == 0;
+    auto available = read_file(own_dir + "/cgroup.controllers");
+    std::vector<std::string> have = available ? words(*available) : std::vector<std::string>{};
+    for (const char* c : kControllers)
+      if (std::find(have.begin(), have.end(), c) == have.end()) layout.missing.push_back(c);
+    if (layout.needs_leaf) check_v2_delegation(layout, h);
+  } else {
+    layout.not_enforced = "no cgroup filesystem is mounted";
+    return layout;
+  }
+  if (!layout.not_enforced) check_writable(layout);
+  return layout;
+}
+
+}  // namespace recycler::cgroup

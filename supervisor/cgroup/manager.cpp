@@ -1,0 +1,436 @@
+// The cgroup manager for v1, hybrid and v2 hosts. libcgroup creates each
+// worker cgroup with its limits; the hot and the delicate parts (joining,
+// reading counters, killing, removing) use the cgroup files directly through a
+// directory fd per hierarchy.
+#include <dirent.h>
+#include <fcntl.h>
+#include <libcgroup.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <set>
+#include <sstream>
+
+#include "supervisor/cgroup/cgroup.h"
+#include "supervisor/log.h"
+
+namespace recycler::cgroup {
+namespace {
+
+constexpr const char* kSupervisorLeaf = "supervisor";
+constexpr uint64_t kCpuPeriodUs = 100000;
+
+void sleep_ms(long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  ::nanosleep(&ts, nullptr);
+}
+
+Status mkdir_p(const std::string& dir) {
+  std::string path;
+  std::stringstream ss(dir);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    path += "/" + part;
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return errno_error("mkdir " + path);
+  }
+  return Ok{};
+}
+
+std::vector<pid_t> parse_pids(const std::string& text) {
+  std::vector<pid_t> out;
+  std::stringstream ss(text);
+  long pid;
+  while (ss >> pid) out.push_back(static_cast<pid_t>(pid));
+  return out;
+}
+
+std::vector<std::string> subdirectories(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    out.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// v2: make `controllers` available to the children of `dir`.
+Status enable_subtree(const std::string& dir, const std::vector<std::string>& controllers) {
+  for (const std::string& c : controllers) {
+    Status s = write_file(dir + "/cgroup.subtree_control", "+" + c);
+    if (!s) return s;
+  }
+  return Ok{};
+}
+
+bool is_permission_error(int err) {
+  return err == EACCES || err == EPERM || err == EROFS;
+}
+
+class CgroupWorker final : public WorkerCgroup {
+ public:
+  CgroupWorker(const Layout& layout, std::string rel) : mode_(layout.mode), rel_(std::move(rel)) {
+    for (const Hierarchy& h : layout.hierarchies) {
+      dirs_.push_back(
+          {h.controller, h.mount + rel_,
+           UniqueFd(::open((h.mount + rel_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))});
+    }
+  }
+
+  std::string path() const override { return dirs_.empty() ? rel_ : dirs_.front().path; }
+
+  std::vector<UniqueFd> open_join_fds() override {
+    std::vector<UniqueFd> fds;
+    for (const Dir& d : dirs_) {
+      // v1's freezer must be joined too: kill_all freezes through it.
+      fds.emplace_back(::openat(d.fd.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    }
+    return fds;
+  }
+
+  void adopt(pid_t) override {}
+  bool enforcing() const override { return true; }
+
+  std::vector<pid_t> pids() const override {
+    std::set<pid_t> all;
+    for (const Dir& d : dirs_) {
+      auto text = read_file_at(d.fd.get(), "cgroup.procs");
+      if (text)
+        for (pid_t p : parse_pids(*text)) all.insert(p);
+    }
+    return {all.begin(), all.end()};
+  }
+
+  bool populated() const override {
+    if (mode_ == Mode::V2) {
+      auto events = read_file_at(primary().fd.get(), "cgroup.events");
+      if (events) return find_keyed_value(*events, "populated").value_or(0) != 0;
+    }
+    return !pids().empty();
+  }
+
+  void kill_all() override {
+    if (mode_ == Mode::V2 && write_file_at(primary().fd.get(), "cgroup.kill", "1")) return;
+    const Dir* freezer = find_dir(mode_ == Mode::V2 ? "" : "freezer");
+    bool frozen = freezer && freeze(*freezer, true);
+    // Frozen tasks cannot fork or exit, so this list is complete and every pid
+    // in it is still the process it was. Without a freezer, repeat until empty.
+    for (int round = 0; round < (frozen ? 1 : 20); ++round) {
+      std::vector<pid_t> victims = pids();
+      if (victims.empty()) break;
+      for (pid_t p : victims) ::kill(p, SIGKILL);
+    }
+    if (frozen) freeze(*freezer, false);
+  }
+
+  std::optional<uint64_t> oom_kills() const override {
+    const Dir* memory = find_dir(mode_ == Mode::V2 ? "" : "memory");
+    if (!memory) return std::nullopt;
+    auto text =
+        read_file_at(memory->fd.get(), mode_ == Mode::V2 ? "memory.events" : "memory.oom_control");
+    if (!text) return std::nullopt;
+    return find_keyed_value(*text, "oom_kill");
+  }
+
+  Status remove() override {
+    for (Dir& d : dirs_) {
+      if (::rmdir(d.path.c_str()) != 0 && errno != ENOENT) return errno_error("rmdir " + d.path);
+    }
+    return Ok{};
+  }
+
+ private:
+  struct Dir {
+    std::string controller;
+    std::string path;
+    UniqueFd fd;
+  };
+
+  const Dir& primary() const { return dirs_.front(); }
+  const Dir* find_dir(const std::string& controller) const {
+    for (const Dir& d : dirs_)
+      if (d.controller == controller) return &d;
+    return nullptr;
+  }
+
+  // Freezing is asynchronous in the kernel; it normally settles in well under
+  // a millisecond. Wait a bounded time, then go on regardless.
+  bool freeze(const Dir& d, bool on) {
+    bool v2 = mode_ == Mode::V2;
+    const char* file = v2 ? "cgroup.freeze" : "freezer.state";
+    if (!write_file_at(d.fd.get(), file, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED")))
+      return false;
+    if (!on) return true;
+    for (int i = 0; i < 100; ++i) {
+      auto state = read_file_at(d.fd.get(), v2 ? "cgroup.events" : "freezer.state");
+      if (!state) return false;
+      bool done =
+          v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1 : state->rfind("FROZEN", 0) == 0;
+      if (done) return true;
+      sleep_ms(1);
+    }
+    return true;
+  }
+
+  Mode mode_;
+  std::string rel_;
+  std::vector<Dir> dirs_;
+};
+
+class CgroupManager final : public Manager {
+ public:
+  CgroupManager(Layout layout, UniqueFd lock)
+      : layout_(std::move(layout)), lock_(std::move(lock)) {}
+
+  const Layout& layout() const override { return layout_; }
+  bool enforcing() const override { return true; }
+
+  Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
+                                               const config::Limits& limits) override {
+    std::string rel = layout_.root + "/" + program + "/" + std::to_string(slot);
+    ::cgroup* cg = cgroup_new_cgroup(rel.c_str());
+    if (!cg) return Error{"libcgroup: cannot allocate cgroup " + rel};
+    bool v2 = layout_.mode == Mode::V2;
+    for (const Hierarchy& h : layout_.hierarchies) {
+      if (v2) {
+        for (const char* c : kControllers)
+          if (!missing(c)) set_limits(cg, c, limits, true);
+      } else {
+        set_limits(cg, h.controller, limits, false);
+      }
+    }
+    int ret = cgroup_create_cgroup(cg, 0);
+    int err = cgroup_get_last_errno();
+    cgroup_free(&cg);
+    if (ret != 0) {
+      std::string why = cgroup_strerror(ret);
+      if (ret == ECGOTHER && err) why = std::strerror(err);
+      return Error{"creating cgroup " + layout_.display_root() + "/" + program + "/" +
+                       std::to_string(slot) + ": " + why,
+                   err};
+    }
+    return std::unique_ptr<WorkerCgroup>(std::make_unique<CgroupWorker>(layout_, rel));
+  }
+
+  void remove_program(const std::string& program) override {
+    for (const Hierarchy& h : layout_.hierarchies)
+      ::rmdir((layout_.dir(h) + "/" + program).c_str());
+  }
+
+  void close() override {
+    for (const Hierarchy& h : layout_.hierarchies) {
+      for (const std::string& program : subdirectories(layout_.dir(h)))
+        ::rmdir((layout_.dir(h) + "/" + program).c_str());
+      ::rmdir(layout_.dir(h).c_str());
+    }
+    lock_.reset();
+  }
+
+  // Kills and removes what a previous recycler on this root left behind.
+  void clean_stale() {
+    const Hierarchy& primary = layout_.hierarchies.front();
+    std::vector<std::string> found;
+    for (const std::string& program : subdirectories(layout_.dir(primary))) {
+      for (const std::string& slot : subdirectories(layout_.dir(primary) + "/" + program)) {
+        CgroupWorker w(layout_, layout_.root + "/" + program + "/" + slot);
+        size_t n = w.pids().size();
+        w.kill_all();
+        Status removed = Ok{};
+        for (int i = 0; i < 200; ++i) {  // dying processes take a moment to leave
+          removed = w.remove();
+          if (removed || removed.error().code != EBUSY) break;
+          sleep_ms(10);
+        }
+        found.push_back(program + "/" + slot + " (" + std::to_string(n) + " process" +
+                        (n == 1 ? "" : "es") + (removed ? "" : "; " + removed.error().message) +
+                        ")");
+      }
+      remove_program(program);
+    }
+    if (!found.empty()) {
+      std::string list;
+      for (const std::string& f : found) list += (list.empty() ? "" : ", ") + f;
+      log::warn(
+          "found {} stale worker cgroup{} under {} from a previous run: {}; killed what was "
+          "left in them and removed them",
+          found.size(), found.size() == 1 ? "" : "s", layout_.display_root(), list);
+    }
+  }
+
+ private:
+  bool missing(const std::string& c) const {
+    for (const std::string& m : layout_.missing)
+      if (m == c) return true;
+    return false;
+  }
+
+  // Every limit is written, "unlimited" included, so a reused directory never
+  // keeps an old value.
+  static void set_limits(::cgroup* cg, const std::string& controller, const config::Limits& l,
+                         bool v2) {
+    cgroup_controller* c = cgroup_add_controller(cg, controller.c_str());
+    if (!c) return;
+    auto bytes = [](const std::optional<uint64_t>& v, const char* unlimited) {
+      return v ? std::to_string(*v) : std::string(unlimited);
+    };
+    if (controller == "memory") {
+      cgroup_set_value_string(c, v2 ? "memory.max" : "memory.limit_in_bytes",
+                              bytes(l.memory_max, v2 ? "max" : "-1").c_str());
+      cgroup_set_value_string(c, v2 ? "memory.high" : "memory.soft_limit_in_bytes",
+                              bytes(l.memory_high, v2 ? "max" : "-1").c_str());
+    } else if (controller == "pids") {
+      cgroup_set_value_string(c, "pids.max", bytes(l.pids_max, "max").c_str());
+    } else if (controller == "cpu") {
+      std::optional<uint64_t> quota;
+      if (l.cpu) quota = static_cast<uint64_t>(*l.cpu * kCpuPeriodUs);
+      if (v2) {
+        cgroup_set_value_string(c, "cpu.max",
+                                (bytes(quota, "max") + " " + std::to_string(kCpuPeriodUs)).c_str());
+      } else {
+        cgroup_set_value_string(c, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs).c_str());
+        cgroup_set_value_string(c, "cpu.cfs_quota_us", bytes(quota, "-1").c_str());
+      }
+    }
+  }
+
+  Layout layout_;
+  UniqueFd lock_;
+};
+
+class FallbackWorker final : public WorkerCgroup {
+ public:
+  FallbackWorker(std::string proc, std::string name)
+      : proc_(std::move(proc)), name_(std::move(name)) {}
+  std::string path() const override {
+    return name_ + " (session of pid " + std::to_string(sid_) + ")";
+  }
+  std::vector<UniqueFd> open_join_fds() override { return {}; }
+  void adopt(pid_t main_pid) override { sid_ = main_pid; }
+  bool enforcing() const override { return false; }
+
+  // Every live process in the worker's session (the child calls setsid, so the
+  // session id is the main pid and outlives it while members remain).
+  std::vector<pid_t> pids() const override {
+    std::vector<pid_t> out;
+    if (sid_ <= 0) return out;
+    DIR* d = ::opendir(proc_.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      auto stat = read_file(proc_ + "/" + e->d_name + "/stat");
+      if (!stat) continue;
+      size_t close = stat->rfind(')');
+      if (close == std::string::npos) continue;
+      std::stringstream ss(stat->substr(close + 1));
+      char state;
+      long ppid, pgrp, session;
+      if (!(ss >> state >> ppid >> pgrp >> session)) continue;
+      if (session == sid_ && state != 'Z') out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+    }
+    ::closedir(d);
+    return out;
+  }
+  bool populated() const override { return !pids().empty(); }
+  void kill_all() override {
+    for (pid_t p : pids()) ::kill(p, SIGKILL);
+  }
+  std::optional<uint64_t> oom_kills() const override { return std::nullopt; }
+  Status remove() override { return Ok{}; }
+
+ private:
+  std::string proc_;
+  std::string name_;
+  pid_t sid_ = 0;
+};
+
+class FallbackManager final : public Manager {
+ public:
+  FallbackManager(Layout layout, std::string proc)
+      : layout_(std::move(layout)), proc_(std::move(proc)) {}
+  const Layout& layout() const override { return layout_; }
+  bool enforcing() const override { return false; }
+  Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
+                                               const config::Limits&) override {
+    return std::unique_ptr<WorkerCgroup>(
+        std::make_unique<FallbackWorker>(proc_, program + "[" + std::to_string(slot) + "]"));
+  }
+  void remove_program(const std::string&) override {}
+  void close() override {}
+
+ private:
+  Layout layout_;
+  std::string proc_;
+};
+
+// v2 delegation: leave our own cgroup for a leaf below it, then enable the
+// controllers there, as systemd's delegation rules ask of a service manager.
+Status delegate_v2(const Layout& layout) {
+  const Hierarchy& h = layout.hierarchies.front();
+  std::string own_dir = h.mount + (layout.own == "/" ? "" : layout.own);
+  std::string leaf = own_dir + "/" + kSupervisorLeaf;
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return errno_error("mkdir " + leaf);
+  Status moved = write_file(leaf + "/cgroup.procs", std::to_string(::getpid()));
+  if (!moved) return moved;
+  std::vector<std::string> controllers;
+  for (const char* c : kControllers)
+    if (std::find(layout.missing.begin(), layout.missing.end(), c) == layout.missing.end())
+      controllers.push_back(c);
+  return enable_subtree(own_dir, controllers);
+}
+
+}  // namespace
+
+std::unique_ptr<Manager> open_fallback(Layout layout, const Paths& paths) {
+  return std::make_unique<FallbackManager>(std::move(layout), paths.proc);
+}
+
+Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths) {
+  auto fallback = [&](std::string why) {
+    layout.not_enforced = std::move(why);
+    return Result<std::unique_ptr<Manager>>(open_fallback(layout, paths));
+  };
+  if (layout.not_enforced || layout.hierarchies.empty())
+    return fallback(layout.not_enforced.value_or("no cgroup hierarchy to use"));
+  std::string leaf = (layout.own == "/" ? "" : layout.own) + "/" + kSupervisorLeaf;
+  if (layout.needs_leaf && (layout.root == leaf || layout.root.rfind(leaf + "/", 0) == 0))
+    return Error{"cgroup_root " + layout.root + " is where recycler itself lives; choose another"};
+
+  static int init = cgroup_init();
+  if (init != 0)
+    return fallback(std::string("libcgroup cannot initialise: ") + cgroup_strerror(init));
+
+  if (layout.needs_leaf) {
+    Status s = delegate_v2(layout);
+    if (!s) return fallback("cgroup v2 delegation failed: " + s.error().message);
+  }
+  for (const Hierarchy& h : layout.hierarchies) {
+    Status s = mkdir_p(layout.dir(h));
+    if (!s) {
+      if (is_permission_error(s.error().code)) return fallback(s.error().message);
+      return s.error();
+    }
+  }
+  std::string lock_dir = layout.dir(layout.hierarchies.front());
+  UniqueFd lock(::open(lock_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!lock) return errno_error("open " + lock_dir);
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return Error{"another recycler is already supervising workers under " + lock_dir +
+                   "; stop it first or give this one its own cgroup_root"};
+    return errno_error("flock " + lock_dir);
+  }
+  auto manager = std::make_unique<CgroupManager>(std::move(layout), std::move(lock));
+  manager->clean_stale();
+  return std::unique_ptr<Manager>(std::move(manager));
+}
+
+}  // namespace recycler::cgroup

@@ -1,0 +1,253 @@
+#include "supervisor/log.h"
+
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+namespace recycler::log {
+namespace {
+
+struct State {
+  Level level = Level::Info;
+  LogFormat format = LogFormat::Text;
+  Capture capture;                         // instead of stderr, when set
+  std::shared_ptr<spdlog::logger> own;     // the recycler's lines
+  std::shared_ptr<spdlog::logger> output;  // worker output: never filtered by level
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+spdlog::level::level_enum to_spdlog(Level l) {
+  switch (l) {
+    case Level::Trace:
+      return spdlog::level::trace;
+    case Level::Debug:
+      return spdlog::level::debug;
+    case Level::Info:
+      return spdlog::level::info;
+    case Level::Warn:
+      return spdlog::level::warn;
+    case Level::Error:
+      return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+// Hands each formatted line to a Capture. One per logger: spdlog keeps the
+// pattern in the sink.
+class CaptureSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  explicit CaptureSink(Capture capture) : capture_(std::move(capture)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    std::string_view line(formatted.data(), formatted.size());
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+    capture_(line);
+  }
+  void flush_() override {}
+
+ private:
+  Capture capture_;
+};
+
+std::shared_ptr<spdlog::logger> make_logger(const char* name, bool color, const Capture& capture) {
+  spdlog::sink_ptr sink;
+  if (capture)
+    sink = std::make_shared<CaptureSink>(capture);
+  else if (color)
+    sink = std::make_shared<spdlog::sinks::stderr_color_sink_st>();
+  else
+    sink = std::make_shared<spdlog::sinks::stderr_sink_st>();
+  auto logger = std::make_shared<spdlog::logger>(name, std::move(sink));
+  logger->flush_on(spdlog::level::trace);
+  return logger;
+}
+
+// Decodes one UTF-8 sequence at s[i]; its length, or 0 when it is malformed.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  size_t len;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07;
+  else
+    return 0;
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+void append_json_value(std::string& out, const Field::Value& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          out += '"';
+          out += json_escape(x);
+          out += '"';
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out += x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          out += fmt::format("{:.6g}", x);
+        } else {
+          out += fmt::to_string(x);
+        }
+      },
+      v);
+}
+
+}  // namespace
+
+std::string json_escape(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size() + 8);
+  for (size_t i = 0; i < raw.size();) {
+    auto c = static_cast<unsigned char>(raw[i]);
+    size_t len = utf8_sequence(raw, i);
+    if (len == 0) {
+      out += "\\ufffd";
+      ++i;
+      continue;
+    }
+    if (len > 1) {
+      out.append(raw.substr(i, len));
+      i += len;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7F)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out;
+}
+
+std::string text_escape(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size();) {
+    auto c = static_cast<unsigned char>(raw[i]);
+    size_t len = utf8_sequence(raw, i);
+    if (len > 1) {
+      out.append(raw.substr(i, len));
+      i += len;
+      continue;
+    }
+    if (len == 1 && (c >= 0x20 || c == '\t') && c != 0x7F)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+    ++i;
+  }
+  return out;
+}
+
+void init(Level level, LogFormat format, Capture capture) {
+  State& s = state();
+  bool rebuild = !s.own || s.format != format || capture;
+  s.level = level;
+  s.format = format;
+  if (capture) s.capture = std::move(capture);
+  if (rebuild) {
+    bool color = format == LogFormat::Text && !s.capture;
+    s.own = make_logger("recycler", color, s.capture);
+    s.output = make_logger("output", false, s.capture);
+    if (format == LogFormat::Json) {
+      // Our own formatting escapes messages and fields; spdlog adds time and level.
+      s.own->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l",%v})");
+      s.output->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z",%v})");
+    } else {
+      s.own->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-7l%$ %v");
+      s.output->set_pattern("%Y-%m-%d %H:%M:%S.%e %v");
+    }
+    s.output->set_level(spdlog::level::trace);
+  }
+  s.own->set_level(to_spdlog(level));
+}
+
+Level level() {
+  return state().level;
+}
+
+bool enabled(Level l) {
+  State& s = state();
+  if (!s.own) init(Level::Info, LogFormat::Text);
+  return l >= s.level;
+}
+
+void event(Level l, std::string_view name, std::string_view msg, const Fields& fields) {
+  if (!enabled(l)) return;
+  State& s = state();
+  if (s.format == LogFormat::Text) {
+    s.own->log(to_spdlog(l), "{}", msg);
+    return;
+  }
+  std::string body = "\"msg\":\"" + json_escape(msg) + '"';
+  if (!name.empty()) body += ",\"event\":\"" + json_escape(name) + '"';
+  for (const Field& f : fields) {
+    body += ",\"" + json_escape(f.key) + "\":";
+    append_json_value(body, f.value);
+  }
+  s.own->log(to_spdlog(l), "{}", body);
+}
+
+void message(Level l, std::string_view msg) {
+  event(l, {}, msg);
+}
+
+void output(std::string_view program, unsigned slot, pid_t pid, Stream stream,
+            std::string_view line, bool partial) {
+  State& s = state();
+  if (!s.own) init(Level::Info, LogFormat::Text);
+  const char* stream_name = stream == Stream::Stdout ? "stdout" : "stderr";
+  if (s.format == LogFormat::Text) {
+    s.output->info("{}[{}] {} | {}{}", program, slot, stream == Stream::Stdout ? "out" : "err",
+                   text_escape(line), partial ? " ..." : "");
+  } else {
+    s.output->info(R"("program":"{}","slot":{},"pid":{},"stream":"{}","msg":"{}"{})",
+                   json_escape(program), slot, pid, stream_name, json_escape(line),
+                   partial ? R"(,"partial":true)" : "");
+  }
+}
+
+}  // namespace recycler::log

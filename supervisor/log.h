@@ -1,0 +1,139 @@
+// The recycler's log: its own lines, structured events and captured worker
+// output, as text or one JSON object per line (log.format), all on stderr.
+//
+//   log::info("api[0] started");
+//   log::event(Level::Warn, "oom_kill", "api[0] was OOM-killed ...",
+//              {{"program", "api"}, {"slot", 0}});
+//   log::output("api", 0, pid, Stream::Stderr, line, /*partial=*/false);
+//
+// Messages are plain text; the JSON formatter escapes them, and worker output
+// is sanitised so binary bytes and control characters cannot break a line.
+#pragma once
+
+#include <fmt/format.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "supervisor/config/config.h"
+
+namespace recycler::log {
+
+using config::LogFormat;
+using Level = config::LogLevel;
+
+struct Field {
+  using Value = std::variant<std::string, int64_t, uint64_t, double, bool>;
+  Field(std::string k, std::string v) : key(std::move(k)), value(std::move(v)) {}
+  Field(std::string k, const char* v) : key(std::move(k)), value(std::string(v)) {}
+  Field(std::string k, std::string_view v) : key(std::move(k)), value(std::string(v)) {}
+  Field(std::string k, bool v) : key(std::move(k)), value(v) {}
+  Field(std::string k, double v) : key(std::move(k)), value(v) {}
+  template <typename I>
+  requires std::is_integral_v<I> Field(std::string k, I v)
+      : key(std::move(k)),
+        value(std::is_signed_v<I> ? Value(static_cast<int64_t>(v))
+                                  : Value(static_cast<uint64_t>(v))) {}
+  std::string key;
+  Value value;
+};
+using Fields = std::vector<Field>;
+
+enum class Stream { Stdout, Stderr };
+
+// Receives every formatted line (without the newline) instead of stderr.
+using Capture = std::function<void(std::string_view line)>;
+
+// (Re)configures level and format; safe to call again on reload. Lines go to
+// stderr, or to `capture` once one is given (tests read the log that way).
+void init(Level level, LogFormat format, Capture capture = {});
+Level level();
+bool enabled(Level level);
+
+void event(Level level, std::string_view name, std::string_view message, const Fields& fields = {});
+void message(Level level, std::string_view message);
+
+template <typename... Args>
+void trace(fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(Level::Trace)) message(Level::Trace, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void debug(fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(Level::Debug)) message(Level::Debug, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void info(fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(Level::Info)) message(Level::Info, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(Level::Warn)) message(Level::Warn, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> f, Args&&... args) {
+  if (enabled(Level::Error)) message(Level::Error, fmt::format(f, std::forward<Args>(args)...));
+}
+
+// One line (or, with partial, one piece of an over-long line) a worker wrote.
+void output(std::string_view program, unsigned slot, pid_t pid, Stream stream,
+            std::string_view line, bool partial);
+
+// Escaping, exposed for tests.
+std::string json_escape(std::string_view raw);  // valid UTF-8 out; bad bytes become U+FFFD
+std::string text_escape(std::string_view raw);  // printable; control/bad bytes become \xNN
+
+// Splits a byte stream into lines. Lines longer than max_line are delivered in
+// pieces of max_line bytes (partial = true for all but the last, which is never
+// empty); a trailing '\r' is dropped; at EOF, finish() delivers an
+// unterminated last line.
+class LineSplitter {
+ public:
+  explicit LineSplitter(size_t max_line = 16 * 1024) : max_line_(max_line) {}
+
+  template <typename Sink>
+  void feed(std::string_view data, Sink&& sink) {
+    while (!data.empty()) {
+      size_t nl = data.find('\n');
+      std::string_view chunk = data.substr(0, nl);
+      append(chunk, sink);
+      if (nl == std::string_view::npos) return;
+      emit(sink, false);
+      data.remove_prefix(nl + 1);
+    }
+  }
+  template <typename Sink>
+  void finish(Sink&& sink) {
+    if (!buf_.empty()) emit(sink, false);
+  }
+
+ private:
+  template <typename Sink>
+  void append(std::string_view chunk, Sink& sink) {
+    while (buf_.size() + chunk.size() > max_line_) {
+      size_t take = max_line_ - buf_.size();
+      buf_.append(chunk.substr(0, take));
+      chunk.remove_prefix(take);
+      sink(std::string_view(buf_), true);
+      buf_.clear();
+    }
+    buf_.append(chunk);
+  }
+  template <typename Sink>
+  void emit(Sink& sink, bool partial) {
+    std::string_view line(buf_);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    sink(line, partial);
+    buf_.clear();
+  }
+
+  size_t max_line_;
+  std::string buf_;
+};
+
+}  // namespace recycler::log

@@ -1,0 +1,227 @@
+// recycler's command line.
+//
+//   recycler run -c FILE                      supervise the programs of a config file
+//   recycler run [OPTIONS] -- CMD [ARG...]    supervise one command, no config file
+//   recycler check -c FILE                    validate a config file
+//
+// Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
+// 127 command not found (wrap mode); in wrap mode, once the command has exited
+// for good, its own status (128 + signal when killed).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "supervisor/cgroup/cgroup.h"
+#include "supervisor/config/parse.h"
+#include "supervisor/config/units.h"
+#include "supervisor/spawn.h"
+#include "supervisor/summary.h"
+#include "supervisor/supervisor.h"
+
+namespace {
+
+using namespace recycler;
+
+constexpr int kUsageError = 2;
+
+struct RunOptions {
+  std::string config_file;
+  std::vector<std::string> command;
+  std::string name;
+  std::string memory_max;
+  std::string restart = "on-failure";
+  std::string cgroup_root;
+  std::string log_format;
+  std::string log_level;
+  unsigned threads = 0;
+};
+
+int print_diagnostics(const config::LoadResult& loaded) {
+  for (const config::Diagnostic& d : loaded.warnings) std::cerr << d.str() << "\n";
+  for (const config::Diagnostic& d : loaded.errors) std::cerr << d.str() << "\n";
+  return loaded.config ? 0 : kUsageError;
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "recycler: " << message << "\n";
+  return kUsageError;
+}
+
+// A program name from a command: its basename, with anything a cgroup
+// directory name should not hold replaced.
+std::string name_from_command(const std::string& argv0) {
+  std::string base = argv0.substr(argv0.rfind('/') + 1);
+  for (char& c : base)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  if (base.empty() || base[0] == '.') base = "cmd" + base;
+  return base.substr(0, 64);
+}
+
+// Wrap mode: the same Config a one-program file would give.
+std::optional<config::Config> config_from_command_line(const RunOptions& o, int* status) {
+  config::Config cfg;
+  config::ProgramConfig p;
+  p.name = o.name.empty() ? name_from_command(o.command.front()) : o.name;
+  if (!config::valid_program_name(p.name)) {
+    *status = usage_error("--name: invalid program name \"" + p.name +
+                          "\" (letters, digits, '_', '-', '.'; at most 64)");
+    return std::nullopt;
+  }
+  p.command = o.command;
+  if (!o.memory_max.empty()) {
+    std::string why;
+    p.limits.memory_max = config::parse_size(o.memory_max, &why);
+    if (!p.limits.memory_max) {
+      *status = usage_error("--memory-max: invalid size \"" + o.memory_max + "\": " + why);
+      return std::nullopt;
+    }
+  }
+  if (o.restart == "always")
+    p.restart.mode = config::RestartMode::Always;
+  else if (o.restart == "on-failure")
+    p.restart.mode = config::RestartMode::OnFailure;
+  else if (o.restart == "never")
+    p.restart.mode = config::RestartMode::Never;
+  if (o.threads) p.threads = o.threads;
+  if (!o.cgroup_root.empty()) cfg.cgroup_root = o.cgroup_root;
+  const char* path = std::getenv("PATH");
+  auto exe = resolve_executable(p.command.front(), {std::string("PATH=") + (path ? path : "")});
+  if (!exe) {
+    std::cerr << "recycler: " << exe.error().message << "\n";
+    *status = 127;
+    return std::nullopt;
+  }
+  cfg.programs.push_back(std::move(p));
+  return cfg;
+}
+
+void apply_log_overrides(const RunOptions& o, config::Config& cfg) {
+  if (o.log_format == "json") cfg.log.format = config::LogFormat::Json;
+  if (o.log_format == "text") cfg.log.format = config::LogFormat::Text;
+  static const std::pair<const char*, config::LogLevel> levels[] = {
+      {"trace", config::LogLevel::Trace},
+      {"debug", config::LogLevel::Debug},
+      {"info", config::LogLevel::Info},
+      {"warn", config::LogLevel::Warn},
+      {"error", config::LogLevel::Error}};
+  for (const auto& [name, level] : levels)
+    if (o.log_level == name) cfg.log.level = level;
+}
+
+int run_command(const RunOptions& o) {
+  if (!o.config_file.empty() && !o.command.empty())
+    return usage_error("give either -c FILE or -- CMD [ARG...], not both");
+  if (o.config_file.empty() && o.command.empty())
+    return usage_error("nothing to run: give -c FILE or -- CMD [ARG...] (see recycler run --help)");
+
+  config::Config cfg;
+  SupervisorOptions options;
+  if (!o.config_file.empty()) {
+    if (!o.name.empty() || !o.memory_max.empty() || !o.cgroup_root.empty() || o.threads)
+      return usage_error(
+          "--name, --memory-max, --threads and --cgroup-root apply to -- CMD only; "
+          "set them in the config file");
+    config::LoadResult loaded = config::load_file(o.config_file);
+    if (int status = print_diagnostics(loaded)) return status;
+    cfg = std::move(*loaded.config);
+    options.config_path = o.config_file;
+  } else {
+    int status = 0;
+    auto built = config_from_command_line(o, &status);
+    if (!built) return status;
+    cfg = std::move(*built);
+    options.wrap_mode = true;
+  }
+  apply_log_overrides(o, cfg);
+  Supervisor supervisor(std::move(cfg), options);
+  return supervisor.run();
+}
+
+int check_command(const std::string& file) {
+  config::LoadResult loaded = config::load_file(file);
+  if (int status = print_diagnostics(loaded)) return status;
+  const config::Config& cfg = *loaded.config;
+  cgroup::Layout layout = cgroup::detect(cfg.cgroup_root);
+  for (const config::ProgramConfig& p : cfg.programs) {
+    std::string line = describe_program(p);
+    if (p.limits.any() && layout.not_enforced) {
+      line += " (limits NOT enforced here)";
+    } else if (std::string missing = unenforceable_limits(p.limits, layout.missing);
+               !missing.empty()) {
+      line += " (not enforced here, no controller: " + missing + ")";
+    }
+    std::cout << line << "\n";
+  }
+  std::cout << file << ": ok, " << cfg.programs.size() << " program"
+            << (cfg.programs.size() == 1 ? "" : "s") << "; cgroup "
+            << cgroup::to_string(layout.mode);
+  if (layout.not_enforced)
+    std::cout << "; limits NOT enforced when run from here: " << *layout.not_enforced << "\n";
+  else
+    std::cout << ", worker cgroups under " << layout.display_root() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed stderr or a worker's pipe must never kill the supervisor.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{
+      "recycler runs programs in their own cgroups, watches them, and recycles them "
+      "before the kernel's OOM killer does.",
+      "recycler"};
+  app.set_version_flag("-V,--version", "recycler " RECYCLER_VERSION);
+  app.require_subcommand(1);
+  app.footer("Run 'recycler SUBCOMMAND --help' for the options of each subcommand.");
+
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Supervise programs in the foreground until SIGTERM/SIGINT (SIGHUP reloads -c FILE)");
+  run_cmd->add_option("-c,--config", run.config_file, "YAML config file with the programs to run");
+  run_cmd->add_option("--name", run.name,
+                      "Wrap mode: program name (default: the command's basename)");
+  run_cmd->add_option("--memory-max", run.memory_max,
+                      "Wrap mode: cgroup memory limit, e.g. 512MiB, 2GiB");
+  run_cmd->add_option("--restart", run.restart, "Wrap mode: when to restart the command")
+      ->check(CLI::IsMember({"always", "on-failure", "never"}))
+      ->capture_default_str();
+  run_cmd
+      ->add_option("--threads", run.threads,
+                   "Wrap mode: set OMP_NUM_THREADS, MKL_NUM_THREADS, ... to N")
+      ->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--cgroup-root", run.cgroup_root,
+                      "Wrap mode: where worker cgroups go (default: recycler)");
+  run_cmd->add_option("--log-format", run.log_format, "Override log.format")
+      ->check(CLI::IsMember({"text", "json"}));
+  run_cmd->add_option("--log-level", run.log_level, "Override log.level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  run_cmd->add_option("command", run.command, "Wrap mode: the command to run, after --");
+  run_cmd->footer(
+      "Forms:\n"
+      "  recycler run -c FILE                    the programs of a config file (SIGHUP reloads "
+      "it)\n"
+      "  recycler run [OPTIONS] -- CMD [ARG...]  one command, no config file\n\n"
+      "Exit status: 0 after SIGTERM/SIGINT or when every program has exited successfully; 1 on\n"
+      "failure; 2 for an invalid config or usage; in wrap mode, the command's own status once it\n"
+      "has exited for good (128+N when killed by signal N).");
+
+  std::string check_file;
+  CLI::App* check_cmd =
+      app.add_subcommand("check",
+                         "Validate a config file: a summary per program, or every error "
+                         "as FILE:LINE:COLUMN: error: MESSAGE (exit 2)");
+  check_cmd->add_option("-c,--config", check_file, "YAML config file to check")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int status = app.exit(e);
+    return status == 0 ? 0 : kUsageError;
+  }
+  if (*run_cmd) return run_command(run);
+  if (*check_cmd) return check_command(check_file);
+  return kUsageError;
+}

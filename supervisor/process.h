@@ -1,0 +1,80 @@
+// A started worker process as the lifecycle logic sees it, and the Launcher
+// that starts one. The libuv implementation (ProcessTable) watches exits
+// through a pidfd (SIGCHLD + waitpid as the fallback) and forwards the
+// process's stdout and stderr, line by line, to the log.
+#pragma once
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "supervisor/spawn.h"
+#include "supervisor/util/result.h"
+
+namespace recycler {
+
+struct ExitStatus {
+  int code = 0;    // exit status when !signaled
+  int signal = 0;  // terminating signal when signaled
+  bool signaled = false;
+  bool core_dumped = false;
+
+  static ExitStatus from_wait(int wstatus);
+  bool success() const { return !signaled && code == 0; }
+  // "exited with status 1", "killed by SIGKILL", "killed by SIGSEGV (core dumped)"
+  std::string describe() const;
+  // What a shell would report: the status, or 128 + signal.
+  int shell_code() const { return signaled ? 128 + signal : code; }
+};
+
+class Process {
+ public:
+  virtual ~Process() = default;
+  virtual pid_t pid() const = 0;
+  // Sends `sig` unless the process has been reaped already (then false and
+  // nothing is sent): a pid is never signalled after it was reaped.
+  virtual bool signal(int sig) = 0;
+};
+
+// Identifies a worker's output lines.
+struct OutputTag {
+  std::string program;
+  unsigned slot = 0;
+};
+
+class Launcher {
+ public:
+  using ExitCallback = std::function<void(ExitStatus)>;
+  virtual ~Launcher() = default;
+  // Starts the process. `on_exit` runs from the loop once it has been reaped;
+  // the Process may be destroyed from within that callback's aftermath but not
+  // before the callback returns.
+  virtual Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag tag,
+                                                  ExitCallback on_exit) = 0;
+};
+
+// The real Launcher. One per loop; it also reaps children it does not know
+// (orphans, when recycler runs as PID 1 of a container).
+class ProcessTable final : public Launcher {
+ public:
+  explicit ProcessTable(uv_loop_t* loop);
+  ~ProcessTable() override;
+
+  Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag tag,
+                                          ExitCallback on_exit) override;
+  // SIGCHLD: reap every child that has exited, dispatching to its Process.
+  void reap_children();
+
+ private:
+  class Child;
+  friend class Child;
+
+  uv_loop_t* loop_;
+  std::map<pid_t, Child*> children_;  // unreaped children we started
+};
+
+}  // namespace recycler

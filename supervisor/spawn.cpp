@@ -1,0 +1,253 @@
+#include "supervisor/spawn.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/process/child.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace recycler {
+namespace {
+
+namespace bp = boost::process;
+
+// What the child reports when a setup step fails before exec.
+enum class Step : int {
+  JoinCgroup = 1,
+  Session,
+  DeathSignal,
+  Rlimit,
+  Stdio,
+  Chdir,
+  Groups,
+  Gid,
+  Uid
+};
+
+const char* describe(Step s) {
+  switch (s) {
+    case Step::JoinCgroup:
+      return "cannot join its cgroup";
+    case Step::Session:
+      return "cannot start a session";
+    case Step::DeathSignal:
+      return "cannot set PR_SET_PDEATHSIG";
+    case Step::Rlimit:
+      return "cannot set an rlimit";
+    case Step::Stdio:
+      return "cannot set up stdin/stdout/stderr";
+    case Step::Chdir:
+      return "cannot change to its working directory";
+    case Step::Groups:
+      return "cannot set supplementary groups";
+    case Step::Gid:
+      return "cannot switch group";
+    case Step::Uid:
+      return "cannot switch user";
+  }
+  return "setup failed";
+}
+
+struct Report {
+  Step step;
+  int err;
+};
+
+// Everything the child needs, prepared in the parent: after fork the child may
+// only make async-signal-safe calls (no allocation, no locks).
+struct ChildPlan {
+  std::string exe;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<int> join_fds;
+  std::vector<rlimit> limits;
+  std::vector<int> limit_resources;
+  std::vector<gid_t> groups;
+  bool set_groups = false;
+  const char* cwd = nullptr;
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
+  int report_fd = -1;
+  pid_t parent = 0;
+};
+
+[[noreturn]] void fail(const ChildPlan& plan, Step step) {
+  Report r{step, errno};
+  ssize_t ignored = ::write(plan.report_fd, &r, sizeof r);
+  (void)ignored;
+  ::_exit(127);
+}
+
+// Runs in the child, between fork and exec.
+void child_setup(const ChildPlan& plan) {
+  // Joining first: from here on everything, exec included, is charged to and
+  // limited by the worker's cgroup.
+  for (int fd : plan.join_fds)
+    if (::write(fd, "0", 1) != 1) fail(plan, Step::JoinCgroup);
+  // Signal handlers do not survive exec, but ignored signals and the mask do.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  if (::setsid() < 0) fail(plan, Step::Session);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(plan, Step::DeathSignal);
+  if (::getppid() != plan.parent) ::_exit(127);  // the recycler died before prctl
+  for (size_t i = 0; i < plan.limits.size(); ++i)
+    if (::setrlimit(static_cast<__rlimit_resource>(plan.limit_resources[i]), &plan.limits[i]) != 0)
+      fail(plan, Step::Rlimit);
+  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
+      ::dup2(plan.stderr_fd, 2) < 0)
+    fail(plan, Step::Stdio);
+  if (plan.cwd && ::chdir(plan.cwd) != 0) fail(plan, Step::Chdir);
+  if (plan.set_groups && ::setgroups(plan.groups.size(), plan.groups.data()) != 0)
+    fail(plan, Step::Groups);
+  if (plan.gid && ::setgid(*plan.gid) != 0) fail(plan, Step::Gid);
+  if (plan.uid && ::setuid(*plan.uid) != 0) fail(plan, Step::Uid);
+}
+
+struct SetupHook : bp::extend::handler {
+  const ChildPlan* plan;
+  pid_t* failed_pid;
+
+  template <typename Executor>
+  void on_setup(Executor& e) const {
+    // Our own argv (argv[0] as the user wrote it) and environment.
+    e.exe = plan->exe.c_str();
+    e.cmd_line = plan->argv.data();
+    e.env = const_cast<char**>(plan->envp.data());
+  }
+  template <typename Executor>
+  void on_exec_setup(Executor&) const {
+    child_setup(*plan);
+  }
+  template <typename Executor>
+  void on_error(Executor& e, const std::error_code&) const {
+    *failed_pid = e.pid;  // Boost does not reap a child whose execve failed
+  }
+};
+
+int dev_null() {
+  static int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  return fd;
+}
+
+void reap(pid_t pid) {
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Result<std::string> resolve_executable(const std::string& name,
+                                       const std::vector<std::string>& env) {
+  if (name.empty()) return Error{"empty command"};
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const std::string& kv : env)
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st;
+    if (::access(candidate.c_str(), X_OK) == 0 && ::stat(candidate.c_str(), &st) == 0 &&
+        S_ISREG(st.st_mode))
+      return candidate;
+    start = end + 1;
+  }
+  return Error{name + ": command not found (PATH=" + path + ")", ENOENT};
+}
+
+Result<pid_t> spawn_process(const LaunchSpec& spec) {
+  if (spec.argv.empty()) return Error{"empty command"};
+  auto exe = resolve_executable(spec.argv.front(), spec.env);
+  if (!exe) return exe.error();
+
+  ChildPlan plan;
+  plan.exe = *exe;
+  std::vector<std::string> env = spec.env;  // keeps the strings alive for the plan
+  for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+  for (std::string& kv : env) plan.envp.push_back(kv.data());
+  plan.envp.push_back(nullptr);
+  for (const UniqueFd& fd : spec.join_fds) plan.join_fds.push_back(fd.get());
+  for (const config::Rlimit& r : spec.rlimits) {
+    plan.limit_resources.push_back(r.resource);
+    plan.limits.push_back(rlimit{static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)});
+  }
+  plan.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+  plan.uid = spec.uid;
+  plan.gid = spec.gid;
+  if (spec.uid && *spec.uid != ::geteuid()) {
+    // Supplementary groups are looked up here: the child cannot read /etc/group.
+    passwd* pw = ::getpwuid(*spec.uid);
+    if (pw) {
+      int n = 64;
+      plan.groups.resize(n);
+      gid_t base = spec.gid.value_or(pw->pw_gid);
+      if (::getgrouplist(pw->pw_name, base, plan.groups.data(), &n) < 0) {
+        plan.groups.resize(n);
+        ::getgrouplist(pw->pw_name, base, plan.groups.data(), &n);
+      }
+      plan.groups.resize(n);
+    }
+    plan.set_groups = true;
+    if (!plan.gid && pw) plan.gid = pw->pw_gid;
+  } else if (spec.gid && *spec.gid != ::getegid()) {
+    plan.set_groups = true;
+    plan.groups = {*spec.gid};
+  }
+  plan.stdin_fd = dev_null();
+  plan.stdout_fd = spec.stdout_fd >= 0 ? spec.stdout_fd : dev_null();
+  plan.stderr_fd = spec.stderr_fd >= 0 ? spec.stderr_fd : dev_null();
+  plan.parent = ::getpid();
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno_error("pipe2");
+  UniqueFd report_read(report[0]);
+  UniqueFd report_write(report[1]);
+  plan.report_fd = report_write.get();
+
+  pid_t failed_pid = -1;
+  std::error_code ec;
+  SetupHook hook;
+  hook.plan = &plan;
+  hook.failed_pid = &failed_pid;
+  bp::child child(bp::exe = plan.exe, ec, hook);
+  report_write.reset();
+
+  if (ec) {
+    if (failed_pid > 0) reap(failed_pid);
+    return Error{plan.exe + ": " + ec.message(), ec.value()};
+  }
+  pid_t pid = child.id();
+  child.detach();  // the supervisor watches and reaps it, not Boost
+
+  // Boost returns once the child has exec'd or died. Our report pipe is
+  // close-on-exec: empty means the setup went through.
+  Report r{};
+  ssize_t n;
+  do n = ::read(report_read.get(), &r, sizeof r);
+  while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof r)) {
+    reap(pid);
+    return Error{std::string(describe(r.step)) + ": " + std::strerror(r.err), r.err};
+  }
+  return pid;
+}
+
+}  // namespace recycler

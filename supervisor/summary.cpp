@@ -1,0 +1,73 @@
+#include "supervisor/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "supervisor/config/units.h"
+
+namespace recycler {
+namespace {
+
+struct Item {
+  const char* controller;
+  std::string text;
+};
+
+std::vector<Item> limit_items(const config::Limits& l) {
+  std::vector<Item> items;
+  if (l.memory_max) items.push_back({"memory", "memory_max " + config::format_size(*l.memory_max)});
+  if (l.memory_high)
+    items.push_back({"memory", "memory_high " + config::format_size(*l.memory_high)});
+  if (l.pids_max) items.push_back({"pids", "pids_max " + std::to_string(*l.pids_max)});
+  if (l.cpu) items.push_back({"cpu", fmt::format("cpu {:g}", *l.cpu)});
+  return items;
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// A shell-like rendering of argv: words with spaces or quotes get quoted.
+std::string render_command(const config::ProgramConfig& p) {
+  if (p.shell && p.command.size() == 3) return p.command[2];
+  std::vector<std::string> words;
+  for (const std::string& a : p.command) {
+    bool plain = !a.empty() && std::none_of(a.begin(), a.end(), [](char c) {
+      return c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\' || c == '$';
+    });
+    words.push_back(plain ? a : "'" + a + "'");
+  }
+  return join(words, " ");
+}
+
+}  // namespace
+
+std::string describe_limits(const config::Limits& limits) {
+  std::vector<std::string> parts;
+  for (const Item& i : limit_items(limits)) parts.push_back(i.text);
+  return parts.empty() ? "no limits" : join(parts, ", ");
+}
+
+std::string unenforceable_limits(const config::Limits& limits,
+                                 const std::vector<std::string>& missing) {
+  std::vector<std::string> parts;
+  for (const Item& i : limit_items(limits))
+    if (std::find(missing.begin(), missing.end(), i.controller) != missing.end())
+      parts.push_back(i.text);
+  return join(parts, ", ");
+}
+
+std::string describe_program(const config::ProgramConfig& p) {
+  std::string out = p.name + ": " + render_command(p);
+  out += fmt::format("; {} instance{}", p.instances, p.instances == 1 ? "" : "s");
+  out += "; " + describe_limits(p.limits);
+  if (p.threads) out += fmt::format("; threads {}", *p.threads);
+  if (p.user) out += "; user " + *p.user;
+  out += std::string("; restart ") + config::to_string(p.restart.mode);
+  return out;
+}
+
+}  // namespace recycler

@@ -1,0 +1,20 @@
+// One-line descriptions of programs and their limits, shared by `recycler
+// check` and the supervisor's log.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "supervisor/config/config.h"
+
+namespace recycler {
+
+// "memory_max 2 GiB, memory_high 1.6 GiB, pids_max 256, cpu 1.5", or "no limits".
+std::string describe_limits(const config::Limits& limits);
+// The configured limits whose controller is in `missing` ("memory_max 2 GiB"), or "".
+std::string unenforceable_limits(const config::Limits& limits,
+                                 const std::vector<std::string>& missing);
+// "api: gunicorn app:app; 2 instances; memory_max 2 GiB, pids_max 256; restart on-failure"
+std::string describe_program(const config::ProgramConfig& program);
+
+}  // namespace recycler

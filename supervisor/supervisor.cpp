@@ -1,0 +1,379 @@
+#include "supervisor/supervisor.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstddef>
+#include <cstring>
+
+#include "supervisor/config/parse.h"
+#include "supervisor/config/units.h"
+#include "supervisor/log.h"
+#include "supervisor/summary.h"
+
+extern char** environ;
+
+namespace recycler {
+namespace {
+
+// Meant for recycler itself (systemd notify and socket activation): a worker
+// that inherited them would talk to systemd behind recycler's back.
+bool inherited_by_workers(const std::string& kv) {
+  for (const char* name : {"NOTIFY_SOCKET=", "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=",
+                           "WATCHDOG_PID=", "WATCHDOG_USEC="})
+    if (kv.rfind(name, 0) == 0) return false;
+  return true;
+}
+
+std::vector<std::string> environment_for_workers() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e)
+    if (inherited_by_workers(*e)) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace
+
+void notify_systemd(const std::string& state) {
+  const char* socket_path = std::getenv("NOTIFY_SOCKET");
+  if (!socket_path || !*socket_path) return;
+  std::string path = socket_path;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) return;
+  ::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size()));
+}
+
+Supervisor::Supervisor(config::Config config, SupervisorOptions options)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      rng_(std::random_device{}()),
+      base_env_(environment_for_workers()),
+      context_{timers_, processes_, rng_, base_env_,
+               [this](Worker&) { schedule_finished_check(); }} {
+  uv_loop_init(&loop_);
+}
+
+Supervisor::~Supervisor() {
+  programs_.clear();
+  signals_.clear();
+  defer_timer_.reset();
+  // Let libuv run the close callbacks that free the handles, then close.
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  uv_loop_close(&loop_);
+}
+
+void Supervisor::defer(std::function<void()> fn) {
+  deferred_.push_back(std::move(fn));
+  if (defer_timer_) return;
+  defer_timer_ = timers_.after(Duration{0}, [this] {
+    defer_timer_.reset();
+    auto queue = std::move(deferred_);
+    deferred_.clear();
+    for (auto& f : queue) f();
+  });
+}
+
+int Supervisor::run() {
+  log::init(config_.log.level, config_.log.format);
+  auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths);
+  if (!opened) {
+    log::error("{}", opened.error().message);
+    return 1;
+  }
+  cgroups_ = std::move(opened.value());
+  const cgroup::Layout& layout = cgroups_->layout();
+  if (cgroups_->enforcing())
+    log::info("recycler {} (pid {}): cgroup {}, worker cgroups under {}", RECYCLER_VERSION,
+              ::getpid(), cgroup::to_string(layout.mode), layout.display_root());
+  else
+    log::warn(
+        "recycler {} (pid {}): limits are NOT enforced: {}; workers are tracked by their "
+        "session from /proc instead",
+        RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
+
+  // Every cgroup is created before anything starts: a failure starts nothing.
+  for (const config::ProgramConfig& p : config_.programs) {
+    Program program;
+    program.config = std::make_shared<const config::ProgramConfig>(p);
+    if (!create_workers(program)) {
+      programs_.clear();
+      cgroups_->close();
+      return 1;
+    }
+    programs_.emplace(p.name, std::move(program));
+  }
+
+  for (int signum : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
+    auto* h = new uv_signal_t;
+    uv_signal_init(&loop_, h);
+    h->data = this;
+    signals_.emplace_back(h);
+    uv_signal_start(
+        h,
+        [](uv_signal_t* s, int sig) {
+          if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
+        },
+        signum);
+  }
+
+  for (const config::ProgramConfig& p : config_.programs) {  // in file order
+    Program& program = programs_.at(p.name);
+    warn_unenforced(*program.config);
+    start_program(program);
+  }
+  notify_systemd("READY=1\nSTATUS=supervising " + std::to_string(programs_.size()) + " program(s)");
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  return exit_code_;
+}
+
+bool Supervisor::create_workers(Program& program) {
+  const config::ProgramConfig& cfg = *program.config;
+  for (unsigned slot = 0; slot < cfg.instances; ++slot) {
+    auto cg = cgroups_->create(cfg.name, slot, cfg.limits);
+    if (!cg) {
+      log::error("{}[{}]: {}", cfg.name, slot, cg.error().message);
+      program.workers.clear();
+      cgroups_->remove_program(cfg.name);
+      return false;
+    }
+    program.workers.push_back(
+        std::make_unique<Worker>(context_, program.config, slot, std::move(cg.value())));
+  }
+  return true;
+}
+
+void Supervisor::start_program(Program& program) {
+  for (auto& w : program.workers) w->start();
+}
+
+void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
+  if (!program.limits.any()) return;
+  if (!cgroups_->enforcing()) {
+    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
+    return;
+  }
+  std::string missing = unenforceable_limits(program.limits, cgroups_->layout().missing);
+  if (!missing.empty())
+    log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
+              missing);
+}
+
+void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
+  auto pending = std::make_shared<size_t>(program.workers.size());
+  if (*pending == 0) {
+    defer(std::move(done));
+    return;
+  }
+  // A worker may report "stopped" synchronously; `done` runs on a later turn of
+  // the loop so that it may destroy the workers it waited for.
+  for (auto& w : program.workers) {
+    auto one_stopped = [this, pending, done] {
+      if (--*pending == 0) defer(done);
+    };
+    if (force)
+      w->kill(one_stopped);
+    else
+      w->stop(one_stopped);
+  }
+}
+
+void Supervisor::replace_program(const std::string& name,
+                                 std::shared_ptr<const config::ProgramConfig> next) {
+  Program& program = programs_.at(name);
+  program.next = std::move(next);
+  if (program.replacing) return;  // the stop under way picks up the latest `next`
+  program.replacing = true;
+  stop_workers(program, false, [this, name] {
+    auto it = programs_.find(name);
+    if (it == programs_.end() || shutting_down_) return;
+    Program& p = it->second;
+    p.workers.clear();  // removes their cgroups
+    p.replacing = false;
+    if (!p.next) {
+      cgroups_->remove_program(name);
+      programs_.erase(it);
+      log::info("{}: stopped and removed", name);
+      schedule_finished_check();
+      return;
+    }
+    p.config = std::move(p.next);
+    p.next = nullptr;
+    warn_unenforced(*p.config);
+    if (create_workers(p))
+      start_program(p);
+    else
+      schedule_finished_check();
+  });
+}
+
+void Supervisor::on_signal(int signum) {
+  switch (signum) {
+    case SIGCHLD:
+      processes_.reap_children();
+      break;
+    case SIGHUP:
+      if (!shutting_down_) reload();
+      break;
+    case SIGTERM:
+      if (!shutting_down_) {
+        log::info("SIGTERM: stopping every program");
+        shutdown(0, false);
+      }
+      break;
+    case SIGINT:
+      if (!shutting_down_) {
+        log::info("SIGINT: stopping every program (interrupt again to kill them at once)");
+        shutdown(0, false);
+      } else if (!forced_) {
+        log::warn("second SIGINT: killing every worker now");
+        shutdown(130, true);
+      }
+      break;
+  }
+}
+
+void Supervisor::reload() {
+  if (options_.config_path.empty()) {
+    log::warn("SIGHUP: nothing to reload (recycler was started without a config file)");
+    return;
+  }
+  log::info("SIGHUP: reloading {}", options_.config_path);
+  config::LoadResult loaded = config::load_file(options_.config_path);
+  for (const config::Diagnostic& w : loaded.warnings) log::warn("{}", w.str());
+  if (!loaded.config) {
+    for (const config::Diagnostic& e : loaded.errors) log::error("{}", e.str());
+    log::error("reload failed: {} error{} in {}; the running configuration stays in effect",
+               loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
+    return;
+  }
+  config::Config next = std::move(*loaded.config);
+  if (next.cgroup_root != config_.cgroup_root) {
+    log::error(
+        "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
+        "running configuration stays in effect (restart recycler to move it)",
+        config_.cgroup_root, next.cgroup_root);
+    return;
+  }
+  log::init(next.log.level, next.log.format);
+
+  unsigned unchanged = 0, restarted = 0, removed = 0, added = 0;
+  std::vector<std::string> names;
+  for (auto& [name, program] : programs_) names.push_back(name);
+  for (const std::string& name : names) {
+    Program& program = programs_.at(name);
+    const config::ProgramConfig* wanted = next.find(name);
+    const auto& current = program.replacing ? program.next : program.config;
+    if (!wanted) {
+      if (program.replacing && !program.next) continue;
+      log::info("{}: no longer in the config; stopping it", name);
+      replace_program(name, nullptr);
+      ++removed;
+    } else if (!current || *wanted != *current) {
+      log::info("{}: its configuration changed; restarting it", name);
+      replace_program(name, std::make_shared<const config::ProgramConfig>(*wanted));
+      ++restarted;
+    } else {
+      ++unchanged;
+    }
+  }
+  for (const config::ProgramConfig& p : next.programs) {
+    if (programs_.count(p.name)) continue;
+    Program program;
+    program.config = std::make_shared<const config::ProgramConfig>(p);
+    log::info("{}: new in the config; starting it", p.name);
+    if (!create_workers(program)) continue;
+    warn_unenforced(*program.config);
+    auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
+    start_program(inserted);
+    ++added;
+  }
+  config_ = std::move(next);
+  log::info("reloaded: {} unchanged, {} restarted, {} stopped, {} started", unchanged, restarted,
+            removed, added);
+}
+
+void Supervisor::shutdown(int exit_code, bool force) {
+  bool first = !shutting_down_;
+  shutting_down_ = true;
+  exit_code_ = exit_code;
+  forced_ = forced_ || force;
+  if (!first) {
+    // Escalation: the stops under way finish through their own callbacks.
+    for (auto& [name, program] : programs_)
+      for (auto& w : program.workers) w->kill(nullptr);
+    return;
+  }
+  notify_systemd("STOPPING=1");
+  size_t total = 0;
+  for (auto& [name, program] : programs_) total += program.workers.size();
+  auto pending = std::make_shared<size_t>(total);
+  if (total == 0) {
+    defer([this] { finish_shutdown(); });
+    return;
+  }
+  for (auto& [name, program] : programs_) {
+    for (auto& w : program.workers) {
+      auto one_stopped = [this, pending] {
+        if (--*pending == 0) defer([this] { finish_shutdown(); });
+      };
+      if (force)
+        w->kill(one_stopped);
+      else
+        w->stop(one_stopped);
+    }
+  }
+}
+
+void Supervisor::finish_shutdown() {
+  for (auto& [name, program] : programs_) {
+    program.workers.clear();  // each removes its cgroup
+    cgroups_->remove_program(name);
+  }
+  programs_.clear();
+  cgroups_->close();
+  signals_.clear();
+  log::info("recycler stopped");
+  uv_stop(&loop_);
+}
+
+void Supervisor::schedule_finished_check() {
+  if (shutting_down_ || finished_check_pending_) return;
+  finished_check_pending_ = true;
+  defer([this] {
+    finished_check_pending_ = false;
+    check_finished();
+  });
+}
+
+void Supervisor::check_finished() {
+  if (shutting_down_) return;
+  for (auto& [name, program] : programs_) {
+    if (program.replacing) return;
+    for (auto& w : program.workers)
+      if (w->state() != WorkerState::Stopped && w->state() != WorkerState::Failed) return;
+  }
+  log::info("every program has exited and none will be restarted; recycler exits");
+  shutdown(finished_exit_code(), false);
+}
+
+int Supervisor::finished_exit_code() const {
+  int code = 0;
+  for (const auto& [name, program] : programs_) {
+    for (const auto& w : program.workers) {
+      auto exit = w->last_exit();
+      if (options_.wrap_mode) return exit ? exit->shell_code() : 1;
+      if (w->state() == WorkerState::Failed || !exit || !exit->success()) code = 1;
+    }
+  }
+  return code;
+}
+
+}  // namespace recycler

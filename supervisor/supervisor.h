@@ -1,0 +1,96 @@
+// The supervisor: one libuv loop, one thread. It owns the cgroup manager, the
+// programs and their worker slots, and reacts to signals:
+//   SIGTERM/SIGINT  stop every worker in parallel, remove their cgroups, exit 0
+//   second SIGINT   kill every worker at once
+//   SIGHUP          reload the config file: unchanged programs keep running,
+//                   changed ones restart, removed ones stop, new ones start;
+//                   an invalid file is reported and the old config stays
+//   SIGCHLD         reap (fallback for pidfds, and orphans when PID 1)
+// When every slot has stopped for good (exited without restart, or failed),
+// recycler exits too.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "supervisor/cgroup/cgroup.h"
+#include "supervisor/config/config.h"
+#include "supervisor/process.h"
+#include "supervisor/uv.h"
+#include "supervisor/worker.h"
+
+namespace recycler {
+
+struct SupervisorOptions {
+  std::string config_path;  // reread on SIGHUP; "" in wrap mode (nothing to reload)
+  bool wrap_mode = false;   // exit with the wrapped command's own status
+  cgroup::Paths paths;
+};
+
+class Supervisor {
+ public:
+  Supervisor(config::Config config, SupervisorOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Sets up cgroups, starts every program and runs until stopped; the exit code.
+  int run();
+
+ private:
+  struct Program {
+    std::shared_ptr<const config::ProgramConfig> config;
+    std::vector<std::unique_ptr<Worker>> workers;
+    // Set while the program is being stopped for a reload: what comes next
+    // (a new config, or nullptr when the program was removed).
+    bool replacing = false;
+    std::shared_ptr<const config::ProgramConfig> next;
+  };
+
+  bool create_workers(Program& program);
+  void start_program(Program& program);
+  void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
+  void stop_workers(Program& program, bool force, std::function<void()> done);
+  void warn_unenforced(const config::ProgramConfig& program);
+
+  void on_signal(int signum);
+  void reload();
+  void shutdown(int exit_code, bool force);
+  void finish_shutdown();
+  void schedule_finished_check();
+  void check_finished();
+  int finished_exit_code() const;
+  // Runs `fn` on a later turn of the loop: for work that destroys workers and
+  // so must not run inside one of their callbacks.
+  void defer(std::function<void()> fn);
+
+  config::Config config_;
+  SupervisorOptions options_;
+  uv_loop_t loop_{};
+  uv::LoopTimers timers_{&loop_};
+  ProcessTable processes_{&loop_};
+  std::mt19937_64 rng_;
+  std::vector<std::string> base_env_;
+  WorkerContext context_;
+  std::unique_ptr<cgroup::Manager> cgroups_;
+  std::map<std::string, Program> programs_;
+  std::vector<uv::Handle<uv_signal_t>> signals_;
+  std::vector<std::function<void()>> deferred_;
+  std::unique_ptr<Timer> defer_timer_;
+  bool finished_check_pending_ = false;
+
+  bool shutting_down_ = false;
+  bool forced_ = false;
+  int exit_code_ = 0;
+};
+
+// Tells systemd (Type=notify) about recycler itself, when NOTIFY_SOCKET is set.
+void notify_systemd(const std::string& state);
+
+}  // namespace recycler

@@ -1,0 +1,316 @@
+#include "supervisor/worker.h"
+
+#include <csignal>
+#include <map>
+
+#include "supervisor/config/units.h"
+#include "supervisor/log.h"
+
+namespace recycler {
+
+using config::format_duration;
+using log::Level;
+
+const char* to_string(WorkerState state) {
+  switch (state) {
+    case WorkerState::Stopped:
+      return "stopped";
+    case WorkerState::Starting:
+      return "starting";
+    case WorkerState::Running:
+      return "running";
+    case WorkerState::Stopping:
+      return "stopping";
+    case WorkerState::Exited:
+      return "exited";
+    case WorkerState::Backoff:
+      return "backoff";
+    case WorkerState::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::vector<std::string> worker_environment(const std::vector<std::string>& base,
+                                            const config::ProgramConfig& program, unsigned slot,
+                                            unsigned generation) {
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : base) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : program.env) env[k] = v;
+  if (program.threads) {
+    for (const char* var : config::kThreadEnvVars)
+      if (!program.env.count(var)) env[var] = std::to_string(*program.threads);
+  }
+  env["RECYCLER_PROGRAM"] = program.name;
+  env["RECYCLER_SLOT"] = std::to_string(slot);
+  env["RECYCLER_GENERATION"] = std::to_string(generation);
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+Worker::Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
+               unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup)
+    : ctx_(context),
+      program_(std::move(program)),
+      slot_(slot),
+      name_(program_->name + "[" + std::to_string(slot) + "]"),
+      cgroup_(std::move(cgroup)),
+      backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
+                program_->restart.backoff.reset_after, 0.2}),
+      crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {}
+
+Worker::~Worker() {
+  timer_.reset();
+  process_.reset();
+  Status removed = cgroup_->remove();
+  if (!removed) log::warn("{}: cannot remove its cgroup: {}", name_, removed.error().message);
+}
+
+std::optional<pid_t> Worker::pid() const {
+  if (process_ && (state_ == WorkerState::Running || state_ == WorkerState::Stopping))
+    return process_->pid();
+  return std::nullopt;
+}
+
+void Worker::set_state(WorkerState s) {
+  state_ = s;
+  if (ctx_.on_state_change) ctx_.on_state_change(*this);
+}
+
+void Worker::start() {
+  if (state_ != WorkerState::Stopped && state_ != WorkerState::Failed) return;
+  backoff_.reset();
+  crash_loop_.reset();
+  spawn();
+}
+
+void Worker::spawn() {
+  timer_.reset();
+  process_.reset();
+  ++generation_;
+  set_state(WorkerState::Starting);
+  oom_kills_at_start_ = cgroup_->oom_kills();
+
+  LaunchSpec spec;
+  spec.argv = program_->command;
+  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_);
+  spec.cwd = program_->cwd;
+  spec.uid = program_->uid;
+  spec.gid = program_->gid;
+  spec.rlimits = program_->rlimits;
+  spec.join_fds = cgroup_->open_join_fds();
+  started_at_ = ctx_.timers.now();
+
+  Result<std::unique_ptr<Process>> started = Error{""};
+  bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
+                              [](const UniqueFd& fd) { return static_cast<bool>(fd); });
+  if (joinable) {
+    started = ctx_.launcher.launch(std::move(spec), OutputTag{program_->name, slot_},
+                                   [this](ExitStatus status) { on_exit(status); });
+  } else {
+    started = errno_error("cannot open " + cgroup_->path() + "/cgroup.procs");
+  }
+  if (!started) {
+    log::event(Level::Error, "start_failed",
+               fmt::format("{} failed to start: {}", name_, started.error().message),
+               {{"program", program_->name},
+                {"slot", slot_},
+                {"generation", generation_},
+                {"error", started.error().message}});
+    last_exit_ = ExitStatus{127};
+    last_uptime_ = Duration{0};
+    set_state(WorkerState::Exited);
+    if (stop_requested_)
+      finish_stop();
+    else
+      schedule_restart(Duration{0}, true);
+    return;
+  }
+  process_ = std::move(started.value());
+  cgroup_->adopt(process_->pid());
+  log::event(Level::Info, "start",
+             fmt::format("{} started: pid {}, generation {}", name_, process_->pid(), generation_),
+             {{"program", program_->name},
+              {"slot", slot_},
+              {"pid", process_->pid()},
+              {"generation", generation_},
+              {"cgroup", cgroup_->path()}});
+  set_state(WorkerState::Running);
+}
+
+void Worker::on_exit(ExitStatus status) {
+  auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - started_at_);
+  timer_.reset();  // the stop timeout, if any
+  last_exit_ = status;
+  last_uptime_ = uptime;
+  report_exit(status, uptime);
+  set_state(WorkerState::Exited);
+  // Whatever the main process left behind in the cgroup goes with it, so the
+  // next start begins from an empty cgroup.
+  if (cgroup_->populated()) {
+    size_t n = cgroup_->pids().size();
+    cgroup_->kill_all();
+    if (n > 0)
+      log::info("{}: killed {} leftover process{} in its cgroup", name_, n, n == 1 ? "" : "es");
+  }
+  drain(ctx_.timers.now() + kDrainTimeout);
+}
+
+void Worker::report_exit(const ExitStatus& status, Duration uptime) {
+  std::optional<uint64_t> oom_now = cgroup_->oom_kills();
+  bool oom = oom_now && oom_kills_at_start_ && *oom_now > *oom_kills_at_start_;
+  const auto& max = program_->limits.memory_max;
+  std::string limit = max ? "cgroup memory limit " + config::format_size(*max)
+                          : "no memory limit on its cgroup: the host ran out of memory";
+  std::string message;
+  if (oom && status.signaled && status.signal == SIGKILL) {
+    message = fmt::format("{} was OOM-killed by the kernel ({}) after {}", name_, limit,
+                          format_duration(uptime));
+  } else {
+    message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
+    if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
+  }
+  Level level = stop_requested_ || (status.success() && !oom) ? Level::Info : Level::Warn;
+  log::Fields fields{{"program", program_->name},
+                     {"slot", slot_},
+                     {"pid", process_ ? process_->pid() : 0},
+                     {"generation", generation_},
+                     {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
+                     {"oom_kill", oom},
+                     {"requested", stop_requested_}};
+  if (status.signaled)
+    fields.emplace_back("signal", config::signal_name(status.signal));
+  else
+    fields.emplace_back("status", status.code);
+  log::event(level, oom ? "oom_kill" : "exit", message, fields);
+}
+
+void Worker::drain(TimePoint deadline) {
+  if (!cgroup_->populated()) {
+    after_drain();
+    return;
+  }
+  if (ctx_.timers.now() >= deadline) {
+    log::error("{}: {} process(es) still in {} {} after SIGKILL; going on without them", name_,
+               cgroup_->pids().size(), cgroup_->path(), format_duration(kDrainTimeout));
+    after_drain();
+    return;
+  }
+  cgroup_->kill_all();
+  timer_ = ctx_.timers.after(kDrainPoll, [this, deadline] { drain(deadline); });
+}
+
+void Worker::after_drain() {
+  timer_.reset();
+  if (stop_requested_) {
+    finish_stop();
+    return;
+  }
+  schedule_restart(last_uptime_, false);
+}
+
+void Worker::schedule_restart(Duration uptime, bool failed_start) {
+  const config::RestartConfig& r = program_->restart;
+  bool clean = !failed_start && last_exit_ && last_exit_->success();
+  bool restart =
+      r.mode == config::RestartMode::Always || (r.mode == config::RestartMode::OnFailure && !clean);
+  if (!restart) {
+    log::info("{} will not be restarted (restart.mode: {})", name_, config::to_string(r.mode));
+    set_state(failed_start ? WorkerState::Failed : WorkerState::Stopped);
+    return;
+  }
+  if (crash_loop_.record_exit(ctx_.timers.now())) {
+    std::string message = fmt::format(
+        "{} FAILED: it exited {} times within {} (restart.crash_loop: max {}, within {}); "
+        "recycler will not restart it again. Fix the program, then reload (SIGHUP) or restart "
+        "recycler.",
+        name_, crash_loop_.exits_in_window(), format_duration(r.crash_loop.within),
+        r.crash_loop.max, format_duration(r.crash_loop.within));
+    log::event(
+        Level::Error, "failed", message,
+        {{"program", program_->name}, {"slot", slot_}, {"exits", crash_loop_.exits_in_window()}});
+    set_state(WorkerState::Failed);
+    return;
+  }
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Duration delay = backoff_.next(uptime, unit(ctx_.rng));
+  log::event(Level::Info, "restart_scheduled",
+             fmt::format("{} restarting in {} (attempt {})", name_, format_duration(delay),
+                         backoff_.attempt()),
+             {{"program", program_->name},
+              {"slot", slot_},
+              {"delay_s", static_cast<double>(delay.count()) / 1000.0},
+              {"attempt", backoff_.attempt()}});
+  set_state(WorkerState::Backoff);
+  timer_ = ctx_.timers.after(delay, [this] { spawn(); });
+}
+
+void Worker::stop(std::function<void()> done) {
+  switch (state_) {
+    case WorkerState::Stopped:
+    case WorkerState::Failed:
+      if (done) done();
+      return;
+    case WorkerState::Backoff:
+      timer_.reset();
+      set_state(WorkerState::Stopped);
+      if (done) done();
+      return;
+    case WorkerState::Stopping:
+    case WorkerState::Exited:
+    case WorkerState::Starting:
+      stop_requested_ = true;
+      if (done) stop_done_.push_back(std::move(done));
+      return;
+    case WorkerState::Running:
+      break;
+  }
+  stop_requested_ = true;
+  if (done) stop_done_.push_back(std::move(done));
+  const config::StopConfig& s = program_->stop;
+  log::event(
+      Level::Info, "stop",
+      fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
+                  config::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
+      {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
+  set_state(WorkerState::Stopping);
+  process_->signal(s.signal);
+  timer_ = ctx_.timers.after(s.timeout, [this] {
+    log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
+              format_duration(program_->stop.timeout), config::signal_name(program_->stop.signal));
+    cgroup_->kill_all();
+    if (process_) process_->signal(SIGKILL);  // in case the main process left its cgroup
+  });
+}
+
+void Worker::kill(std::function<void()> done) {
+  if (state_ == WorkerState::Running || state_ == WorkerState::Stopping) {
+    stop_requested_ = true;
+    if (done) stop_done_.push_back(std::move(done));
+    timer_.reset();
+    set_state(WorkerState::Stopping);
+    cgroup_->kill_all();
+    process_->signal(SIGKILL);
+    return;
+  }
+  stop(std::move(done));
+}
+
+void Worker::finish_stop() {
+  stop_requested_ = false;
+  process_.reset();
+  log::event(Level::Info, "stopped", fmt::format("{} stopped", name_),
+             {{"program", program_->name}, {"slot", slot_}});
+  set_state(WorkerState::Stopped);
+  // A callback may destroy this worker: run them from a local, touch nothing after.
+  auto callbacks = std::move(stop_done_);
+  stop_done_.clear();
+  for (auto& cb : callbacks) cb();
+}
+
+}  // namespace recycler

@@ -1,0 +1,116 @@
+// One worker slot (api[0], api[1], ...) and its lifecycle:
+//
+//   stopped -> starting -> running -> stopping -> exited -> backoff -> starting ...
+//                                   \-> exited (on its own)  \-> failed (crash loop)
+//
+// "exited" lasts while leftover processes in the slot's cgroup are killed and
+// the cgroup drains; then the slot restarts (per restart.mode, after a
+// jittered exponential backoff), stops for good, or, after crash_loop.max
+// exits within crash_loop.within, is marked failed and no longer restarted.
+//
+// Everything outside (time, spawning, cgroups, randomness) comes in through
+// WorkerContext and the WorkerCgroup, so this logic runs unchanged against
+// libuv and real processes or against fakes in unit tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "policies/restart_backoff.h"
+#include "supervisor/cgroup/cgroup.h"
+#include "supervisor/config/config.h"
+#include "supervisor/process.h"
+#include "supervisor/timers.h"
+
+namespace recycler {
+
+enum class WorkerState { Stopped, Starting, Running, Stopping, Exited, Backoff, Failed };
+const char* to_string(WorkerState state);
+
+class Worker;
+
+struct WorkerContext {
+  Timers& timers;
+  Launcher& launcher;
+  std::mt19937_64& rng;
+  // The environment workers inherit (recycler's own, minus what systemd meant
+  // for recycler alone: NOTIFY_SOCKET, LISTEN_FDS, ...).
+  const std::vector<std::string>& base_env;
+  // Called after every state change (the supervisor decides when it is done).
+  std::function<void(Worker&)> on_state_change;
+};
+
+// The environment of one start of a slot: base, then the program's env, then
+// the thread-count variables (unless env sets them), then RECYCLER_*.
+std::vector<std::string> worker_environment(const std::vector<std::string>& base,
+                                            const config::ProgramConfig& program, unsigned slot,
+                                            unsigned generation);
+
+class Worker {
+ public:
+  Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
+         unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup);
+  ~Worker();  // removes the slot's cgroup; only destroy a stopped or failed worker
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Starts the slot now (from stopped or failed).
+  void start();
+  // Graceful stop: the program's stop signal to the main process, then SIGKILL
+  // to everything in the cgroup after stop.timeout. `done` runs once the slot
+  // is stopped and its cgroup empty (at once if it is not running).
+  void stop(std::function<void()> done);
+  // Kills every process of the slot now and stops it.
+  void kill(std::function<void()> done);
+
+  WorkerState state() const { return state_; }
+  const std::string& name() const { return name_; }
+  const config::ProgramConfig& program() const { return *program_; }
+  unsigned slot() const { return slot_; }
+  unsigned generation() const { return generation_; }
+  std::optional<pid_t> pid() const;
+  // How the last run ended (the failure, for a failed start).
+  std::optional<ExitStatus> last_exit() const { return last_exit_; }
+  cgroup::WorkerCgroup& cgroup() { return *cgroup_; }
+
+  // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
+  static constexpr Duration kDrainTimeout{5000};
+  static constexpr Duration kDrainPoll{10};
+
+ private:
+  void set_state(WorkerState s);
+  void spawn();
+  void on_exit(ExitStatus status);
+  void report_exit(const ExitStatus& status, Duration uptime);
+  void drain(TimePoint deadline);
+  void after_drain();
+  void schedule_restart(Duration uptime, bool failed_start);
+  void finish_stop();
+
+  WorkerContext& ctx_;
+  std::shared_ptr<const config::ProgramConfig> program_;
+  unsigned slot_;
+  std::string name_;
+  std::unique_ptr<cgroup::WorkerCgroup> cgroup_;
+  policies::RestartBackoff backoff_;
+  policies::CrashLoopDetector crash_loop_;
+
+  WorkerState state_ = WorkerState::Stopped;
+  unsigned generation_ = 0;
+  std::unique_ptr<Process> process_;
+  TimePoint started_at_{};
+  std::optional<uint64_t> oom_kills_at_start_;
+  std::optional<ExitStatus> last_exit_;
+  Duration last_uptime_{0};
+  bool stop_requested_ = false;
+  std::vector<std::function<void()>> stop_done_;
+  std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
+};
+
+}  // namespace recycler
