@@ -1,0 +1,186 @@
+// The supervisor's lifecycle with real processes: restarts, crash loops,
+// reloads, failed starts, signals, wrap mode, environment and users.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+TEST(Lifecycle, AFailingProgramRestartsWithTheNextGeneration) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  flaky:
+    command: "echo gen=$RECYCLER_GENERATION; exit 1"
+    restart: {mode: on-failure, backoff: {initial: 100ms, max: 200ms}, crash_loop: {max: 50, within: 1m}}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  for (const char* gen : {"gen=1", "gen=2", "gen=3"})
+    ASSERT_TRUE(r.wait_for(std::string("flaky[0] out | ") + gen));
+  EXPECT_TRUE(r.wait_for("flaky[0] exited with status 1 after"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Lifecycle, ACrashLoopMarksTheProgramFailedLoudlyAndRecyclerExits) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  broken:
+    command: "exit 3"
+    restart: {mode: on-failure, backoff: {initial: 50ms, max: 100ms}, crash_loop: {max: 3, within: 1m}}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto failed = r.wait_for("broken[0] FAILED: it exited 3 times within 1m");
+  ASSERT_TRUE(failed);
+  EXPECT_THAT(*failed, HasSubstr("error"));
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.count("broken[0] exited with status 3"), 3u);
+  EXPECT_EQ(r.count("broken[0] started"), 3u);
+}
+
+TEST(Lifecycle, SighupRestartsChangedProgramsStopsRemovedOnesStartsNewOnesAndLeavesTheRest) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  auto config = [&](const std::string& programs) { return config_yaml(sb, programs); };
+  std::string path = sb.write("r.yaml", config(R"(  keep:
+    command: ["sleep", "1001"]
+  change:
+    command: ["sleep", "1002"]
+  remove:
+    command: ["sleep", "1003"]
+)"));
+  Recycler r({"run", "-c", path}, sb);
+  std::map<std::string, pid_t> pid;
+  std::smatch m;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(r.wait_for(std::regex(R"((\w+)\[0\] started: pid (\d+))"), &m));
+    pid[m[1]] = std::stoi(m[2]);
+  }
+  sb.write("r.yaml", config(R"(  keep:
+    command: ["sleep", "1001"]
+  change:
+    command: ["sleep", "2002"]
+  add:
+    command: ["sleep", "1004"]
+)"));
+  r.signal(SIGHUP);
+  ASSERT_TRUE(r.wait_for("reloaded: 1 unchanged, 1 restarted, 1 stopped, 1 started"));
+  ASSERT_TRUE(r.wait_for_count("change[0] started: pid", 2));
+  ASSERT_TRUE(r.wait_for_count("remove: stopped and removed", 1));
+  ASSERT_TRUE(r.wait_for_count("add[0] started: pid", 1));
+  EXPECT_TRUE(process_exists(pid["keep"])) << "an unchanged program is not touched";
+  EXPECT_FALSE(process_exists(pid["change"]));
+  EXPECT_FALSE(process_exists(pid["remove"]));
+  EXPECT_FALSE(fs::exists(sb.worker_dir("remove", 0)));
+  EXPECT_TRUE(fs::exists(sb.worker_dir("add", 0)));
+
+  sb.write("r.yaml", config(R"(  keep:
+    command: ["sleep", "1001"]
+    limits: {memory_mx: 1GiB}
+)"));
+  r.signal(SIGHUP);
+  EXPECT_TRUE(r.wait_for("unknown key \"memory_mx\" in programs.keep.limits"));
+  EXPECT_TRUE(r.wait_for("reload failed: 1 error in"));
+  EXPECT_TRUE(process_exists(pid["keep"])) << "an invalid config changes nothing";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_FALSE(process_exists(pid["keep"]));
+}
+
+TEST(Lifecycle, AnExecFailureIsReportedAsAFailedStartWithItsReason) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string script = sb.write("not-executable.sh", "echo hi\n");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  missing:
+    command: ["/nonexistent/program"]
+    restart: {mode: never}
+  denied:
+    command: [")" + script + R"("]
+    restart: {mode: never}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for_count(
+      "missing[0] failed to start: /nonexistent/program: No such file or directory", 1));
+  EXPECT_TRUE(r.wait_for_count("denied[0] failed to start: " + script + ": Permission denied", 1));
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.count("exited with"), 0u) << "not mistaken for a crash";
+}
+
+TEST(Lifecycle, ASecondSigintKillsAtOnce) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  deaf:
+    command: "trap '' INT TERM; echo ready; exec sleep 1000"
+    stop: {timeout: 1h}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto started = r.wait_for("deaf[0] started: pid");
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(r.wait_for("deaf[0] out | ready"));
+  r.signal(SIGINT);
+  ASSERT_TRUE(r.wait_for("deaf[0] stopping"));
+  r.signal(SIGINT);
+  EXPECT_EQ(r.exit_code(5s), 130);
+  EXPECT_TRUE(r.wait_for("second SIGINT: killing every worker now"));
+  EXPECT_FALSE(process_exists(started_pid(*started)));
+  EXPECT_FALSE(fs::exists(sb.worker_dir("deaf", 0)));
+}
+
+TEST(Lifecycle, WrapModeExitsWithTheCommandsOwnStatus) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto run = [](const std::string& script) {
+    Sandbox sb;  // a cgroup of its own for each run, as systemd would give
+    Recycler r(
+        {"run", "--cgroup-root", sb.cgroup_root(), "--restart", "never", "--", "sh", "-c", script},
+        sb);
+    return r.exit_code();
+  };
+  EXPECT_EQ(run("exit 7"), 7);
+  EXPECT_EQ(run("kill -9 $$"), 128 + SIGKILL);
+}
+
+TEST(Lifecycle, WrapModeWithAnUnknownCommandFailsAtOnce) {
+  Recycler r({"run", "--", "no-such-command-anywhere"}, Recycler::Options{});
+  EXPECT_EQ(r.exit_code(), 127);
+  EXPECT_THAT(r.output(), HasSubstr("no-such-command-anywhere: command not found"));
+}
+
+TEST(Lifecycle, WorkersGetTheirEnvironmentThreadsAndSlot) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  env:
+    command: "echo FOO=$FOO OMP=$OMP_NUM_THREADS MKL=$MKL_NUM_THREADS P=$RECYCLER_PROGRAM S=$RECYCLER_SLOT G=$RECYCLER_GENERATION N=${NOTIFY_SOCKET:-unset}"
+    env: {FOO: bar, MKL_NUM_THREADS: "1"}
+    threads: 3
+    instances: 2
+    restart: {mode: never}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.count("env[0] out | FOO=bar OMP=3 MKL=1 P=env S=0 G=1 N=unset"), 1u) << r.output();
+  EXPECT_EQ(r.count("env[1] out | FOO=bar OMP=3 MKL=1 P=env S=1 G=1 N=unset"), 1u) << r.output();
+}
+
+TEST(Lifecycle, AWorkerRunsAsTheConfiguredUser) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"yaml(  unprivileged:
+    command: "echo uid=$(id -u) gid=$(id -g)"
+    user: nobody
+    cwd: /tmp
+    restart: {mode: never}
+)yaml"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for("unprivileged[0] out | uid=65534 gid="));
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+}  // namespace
+}  // namespace recycler::testing

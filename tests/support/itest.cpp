@@ -1,0 +1,387 @@
+#include "tests/support/itest.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "supervisor/spawn.h"
+
+extern char** environ;
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string unique_suffix() {
+  static std::atomic<int> n{0};
+  return std::to_string(::getpid()) + "-" + std::to_string(n++);
+}
+
+// cgroup v2: tests need the test process out of its cgroup so that each
+// recycler can get a delegated cgroup of its own next to it. Done once.
+struct V2Base {
+  std::optional<std::string> base;  // relative to the mount
+  std::string error;
+};
+
+const V2Base& v2_base(const cgroup::Layout& layout) {
+  static V2Base result = [&] {
+    V2Base r;
+    const std::string& mount = layout.hierarchies.front().mount;
+    std::string own = layout.own == "/" ? "" : layout.own;
+    auto procs = read_file(mount + own + "/cgroup.procs");
+    if (!procs) {
+      r.error = procs.error().message;
+      return r;
+    }
+    std::istringstream in(*procs);
+    pid_t p;
+    while (in >> p)
+      if (p != ::getpid()) {
+        r.error = "the test process shares its cgroup " + layout.own +
+                  " with other processes (run it alone in a cgroup, as the VM runner does)";
+        return r;
+      }
+    std::string leaf = mount + own + "/itest-harness";
+    ::mkdir(leaf.c_str(), 0755);
+    if (Status s = write_file(leaf + "/cgroup.procs", std::to_string(::getpid())); !s) {
+      r.error = s.error().message;
+      return r;
+    }
+    for (const char* c : cgroup::kControllers)
+      static_cast<void>(write_file(mount + own + "/cgroup.subtree_control", std::string("+") + c));
+    r.base = own;
+    return r;
+  }();
+  return result;
+}
+
+// Kills whatever is left in a cgroup subtree and removes it, deepest first.
+void remove_tree(const std::string& dir, bool v2) {
+  if (::access(dir.c_str(), F_OK) != 0) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory()) remove_tree(e.path().string(), v2);
+  if (v2) static_cast<void>(write_file(dir + "/cgroup.kill", "1"));
+  for (int i = 0; i < 200; ++i) {
+    for (pid_t p : cgroup_pids(dir)) ::kill(p, SIGKILL);
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
+    std::this_thread::sleep_for(10ms);  // cleanup only: dying processes take a moment
+  }
+}
+
+std::string strip_slash(const std::string& s) {
+  return s.empty() || s[0] != '/' ? s : s.substr(1);
+}
+
+}  // namespace
+
+Millis scaled(Millis base) {
+  const char* s = std::getenv("RECYCLER_TEST_TIME_SCALE");
+  double scale = s ? std::atof(s) : 1.0;
+  if (scale < 1) scale = 1;
+  return Millis(static_cast<Millis::rep>(static_cast<double>(base.count()) * scale));
+}
+
+std::string recycler_bin() {
+  const char* e = std::getenv("RECYCLER_BIN");
+  return e && *e ? e : RECYCLER_BIN_DEFAULT;
+}
+
+std::string leaky_bin() {
+  const char* e = std::getenv("RECYCLER_LEAKY_BIN");
+  return e && *e ? e : RECYCLER_LEAKY_BIN_DEFAULT;
+}
+
+bool process_exists(pid_t pid) {
+  // A zombie no longer runs anything: count it as gone.
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  size_t close = stat->rfind(')');
+  return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] != 'Z';
+}
+
+bool wait_gone(pid_t pid, Millis timeout) {
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) return !process_exists(pid);  // ESRCH: gone already
+  pollfd p{pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(scaled(timeout).count())) == 1;
+}
+
+std::vector<pid_t> cgroup_pids(const std::string& dir) {
+  std::vector<pid_t> out;
+  auto text = read_file(dir + "/cgroup.procs");
+  if (!text) return out;
+  std::istringstream in(*text);
+  pid_t p;
+  while (in >> p) out.push_back(p);
+  return out;
+}
+
+std::optional<std::string> Sandbox::skip_reason() {
+  if (::geteuid() != 0) return "needs root: these tests create cgroups";
+  cgroup::Layout layout = cgroup::detect("x");
+  if (layout.hierarchies.empty())
+    return "no cgroup hierarchy here: " + layout.not_enforced.value_or("");
+  if (layout.mode == cgroup::Mode::V2) {
+    const V2Base& b = v2_base(layout);
+    if (!b.base) return "cgroup v2 delegation for tests: " + b.error;
+  }
+  return std::nullopt;
+}
+
+Sandbox::Sandbox() : layout_(cgroup::detect("x")) {
+  char tmpl[] = "/tmp/recycler-itest-XXXXXX";
+  tmp_ = ::mkdtemp(tmpl);
+  ::chmod(tmp_.c_str(), 0755);
+  if (v2()) {
+    const std::string& mount = layout_.hierarchies.front().mount;
+    service_ = v2_base(layout_).base.value_or("") + "/itest-" + unique_suffix();
+    ::mkdir((mount + service_).c_str(), 0755);
+    root_ = "recycler";
+  } else {
+    root_ = "recycler-test-" + unique_suffix();
+  }
+}
+
+Sandbox::~Sandbox() {
+  if (v2()) {
+    const std::string& mount = layout_.hierarchies.front().mount;
+    remove_tree(mount + service_, true);
+    if (root_.front() == '/') remove_tree(mount + root_, true);
+  } else {
+    for (const cgroup::Hierarchy& h : layout_.hierarchies)
+      remove_tree(h.mount + "/" + strip_slash(root_), false);
+  }
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+void Sandbox::use_absolute_root() {
+  root_ = "/recycler-test-" + unique_suffix();
+}
+
+std::string Sandbox::root_dir(const std::string& controller) const {
+  if (v2()) {
+    const std::string& mount = layout_.hierarchies.front().mount;
+    return mount + (root_.front() == '/' ? root_ : service_ + "/" + root_);
+  }
+  for (const cgroup::Hierarchy& h : layout_.hierarchies)
+    if (h.controller == controller) return h.mount + "/" + strip_slash(root_);
+  ADD_FAILURE() << "no " << controller << " hierarchy";
+  return "";
+}
+
+std::string Sandbox::worker_dir(const std::string& program, unsigned slot,
+                                const std::string& controller) const {
+  return root_dir(controller) + "/" + program + "/" + std::to_string(slot);
+}
+
+std::string Sandbox::worker_cgroup(const std::string& program, unsigned slot) const {
+  std::string dir = worker_dir(program, slot);
+  for (const cgroup::Hierarchy& h : layout_.hierarchies)
+    if (dir.rfind(h.mount + "/", 0) == 0) return dir.substr(h.mount.size());
+  return dir;
+}
+
+std::vector<UniqueFd> Sandbox::join_fds() const {
+  std::vector<UniqueFd> fds;
+  if (v2() && root_.front() != '/') {
+    std::string procs = layout_.hierarchies.front().mount + service_ + "/cgroup.procs";
+    fds.emplace_back(::open(procs.c_str(), O_WRONLY | O_CLOEXEC));
+  }
+  return fds;
+}
+
+std::string Sandbox::write(const std::string& name, const std::string& content) const {
+  std::string path = tmp_ + "/" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+Recycler::Recycler(const std::vector<std::string>& args, const Sandbox& sandbox)
+    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, ""}) {}
+
+Recycler::Recycler(const std::vector<std::string>& args, Options options) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    return;
+  }
+  out_.reset(fds[0]);
+  UniqueFd write_end(fds[1]);
+  LaunchSpec spec;
+  spec.argv.push_back(recycler_bin());
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  for (char** e = environ; *e; ++e) spec.env.emplace_back(*e);
+  spec.cwd = options.cwd;
+  spec.uid = options.uid;
+  spec.gid = options.gid;
+  spec.join_fds = std::move(options.join_fds);
+  spec.stdout_fd = write_end.get();
+  spec.stderr_fd = write_end.get();
+  auto pid = spawn_process(spec);
+  if (!pid) {
+    ADD_FAILURE() << "cannot start " << recycler_bin() << ": " << pid.error().message;
+    return;
+  }
+  pid_ = *pid;
+  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+  ::fcntl(out_.get(), F_SETFL, O_NONBLOCK);
+}
+
+Recycler::~Recycler() {
+  if (pid_ > 0 && !status_) {
+    ::kill(pid_, SIGKILL);  // not reaped yet, so still ours
+    int st;
+    ::waitpid(pid_, &st, 0);
+  }
+}
+
+bool Recycler::read_some(Millis timeout) {
+  if (!out_) return false;
+  pollfd p{out_.get(), POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(std::max<Millis::rep>(0, timeout.count())));
+  if (r <= 0) return false;
+  char buf[65536];
+  ssize_t n = ::read(out_.get(), buf, sizeof buf);
+  if (n <= 0) {
+    if (n == 0) {  // EOF: the recycler (and anything that shared its stderr) is gone
+      if (!partial_.empty()) lines_.push_back(std::move(partial_));
+      partial_.clear();
+      out_.reset();
+    }
+    return n < 0 && errno == EAGAIN;
+  }
+  partial_.append(buf, static_cast<size_t>(n));
+  size_t nl;
+  while ((nl = partial_.find('\n')) != std::string::npos) {
+    lines_.push_back(partial_.substr(0, nl));
+    partial_.erase(0, nl + 1);
+  }
+  return true;
+}
+
+std::optional<std::string> Recycler::scan(const std::function<bool(const std::string&)>& match) {
+  for (size_t i = cursor_; i < lines_.size(); ++i)
+    if (match(lines_[i])) {
+      cursor_ = i + 1;
+      return lines_[i];
+    }
+  return std::nullopt;
+}
+
+std::optional<std::string> Recycler::wait_for(const std::string& needle, Millis timeout) {
+  auto deadline = Clock::now() + scaled(timeout);
+  auto match = [&](const std::string& l) { return l.find(needle) != std::string::npos; };
+  for (;;) {
+    if (auto line = scan(match)) return line;
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    if (left <= Millis{0} || (!read_some(left) && !out_)) break;
+  }
+  ADD_FAILURE() << "no line with \"" << needle << "\" within " << scaled(timeout).count()
+                << " ms; recycler output:\n"
+                << output();
+  return std::nullopt;
+}
+
+bool Recycler::wait_for(const std::regex& re, std::smatch* match, Millis timeout) {
+  auto deadline = Clock::now() + scaled(timeout);
+  for (;;) {
+    for (size_t i = cursor_; i < lines_.size(); ++i)
+      if (std::regex_search(lines_[i], *match, re)) {
+        cursor_ = i + 1;
+        return true;
+      }
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    if (left <= Millis{0} || (!read_some(left) && !out_)) break;
+  }
+  ADD_FAILURE() << "no line matching the expected pattern within " << scaled(timeout).count()
+                << " ms; recycler output:\n"
+                << output();
+  return false;
+}
+
+bool Recycler::wait_for_count(const std::string& needle, size_t n, Millis timeout) {
+  auto deadline = Clock::now() + scaled(timeout);
+  while (count(needle) < n) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    if (left <= Millis{0} || (!read_some(left) && !out_)) {
+      ADD_FAILURE() << "fewer than " << n << " lines with \"" << needle << "\" within "
+                    << scaled(timeout).count() << " ms; recycler output:\n"
+                    << output();
+      return false;
+    }
+  }
+  return true;
+}
+
+size_t Recycler::count(const std::string& needle) const {
+  size_t n = 0;
+  for (const std::string& l : lines_)
+    if (l.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+std::string Recycler::output() const {
+  std::string out;
+  for (const std::string& l : lines_) out += l + "\n";
+  return out + partial_;
+}
+
+void Recycler::signal(int sig) {
+  if (pid_ > 0 && !status_) ::kill(pid_, sig);
+}
+
+std::optional<int> Recycler::wait_exit(Millis timeout) {
+  if (status_ || pid_ <= 0) return status_;
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(scaled(timeout).count())) <= 0) return std::nullopt;
+  int st = 0;
+  if (::waitpid(pid_, &st, 0) != pid_) return std::nullopt;
+  status_ = st;
+  while (read_some(Millis{200})) {
+  }
+  return status_;
+}
+
+int Recycler::exit_code(Millis timeout) {
+  auto st = wait_exit(timeout);
+  if (!st) {
+    ADD_FAILURE() << "recycler did not exit within " << scaled(timeout).count() << " ms; output:\n"
+                  << output();
+    return -1;
+  }
+  return WIFEXITED(*st) ? WEXITSTATUS(*st) : 128 + WTERMSIG(*st);
+}
+
+pid_t started_pid(const std::string& line) {
+  std::smatch m;
+  static const std::regex re("started: pid ([0-9]+)");
+  if (!std::regex_search(line, m, re)) return -1;
+  return static_cast<pid_t>(std::stol(m[1]));
+}
+
+std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
+                        const std::string& extra_top_level) {
+  return "cgroup_root: " + sandbox.cgroup_root() + "\n" + extra_top_level + "programs:\n" +
+         programs;
+}
+
+}  // namespace recycler::testing

@@ -1,0 +1,139 @@
+// Integration-test support: runs the real recycler binary against real
+// processes and real cgroups, and waits for what it does through its log
+// (poll on its output, bounded by a deadline), never through sleeps.
+//
+// Sandbox gives each test its own cgroup root. On cgroup v2 each recycler
+// starts alone in a fresh delegated cgroup, as under systemd's Delegate=yes.
+// Timeouts are multiplied by RECYCLER_TEST_TIME_SCALE (the v2 VM is slow).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "supervisor/cgroup/cgroup.h"
+#include "supervisor/util/fd.h"
+
+// Skips the calling test when cgroup integration tests cannot run here.
+#define RECYCLER_REQUIRE_CGROUPS() \
+  if (auto why = ::recycler::testing::Sandbox::skip_reason(); why.has_value()) GTEST_SKIP() << *why
+
+namespace recycler::testing {
+
+using namespace std::chrono_literals;
+using Millis = std::chrono::milliseconds;
+
+// `base` scaled by RECYCLER_TEST_TIME_SCALE.
+Millis scaled(Millis base);
+
+std::string recycler_bin();  // RECYCLER_BIN, else the build tree's
+std::string leaky_bin();     // RECYCLER_LEAKY_BIN, else the build tree's
+
+bool process_exists(pid_t pid);
+// Waits (on a pidfd, any process) until `pid` has exited; false on timeout.
+bool wait_gone(pid_t pid, Millis timeout = 5s);
+
+class Sandbox {
+ public:
+  // Skips the test (GTEST_SKIP from the caller; see skip_reason) without root.
+  Sandbox();
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  // Why cgroup tests cannot run here, if they cannot.
+  static std::optional<std::string> skip_reason();
+
+  cgroup::Mode mode() const { return layout_.mode; }
+  bool v2() const { return layout_.mode == cgroup::Mode::V2; }
+  // The config's cgroup_root for this test.
+  const std::string& cgroup_root() const { return root_; }
+  // Use an absolute cgroup_root from the top of the hierarchy instead.
+  void use_absolute_root();
+  // The worker's cgroup directory in the hierarchy of `controller` (v1).
+  std::string worker_dir(const std::string& program, unsigned slot,
+                         const std::string& controller = "memory") const;
+  std::string root_dir(const std::string& controller = "memory") const;
+  // The worker's cgroup as /proc/PID/cgroup names it (relative to the mount).
+  std::string worker_cgroup(const std::string& program, unsigned slot) const;
+  // Where the recycler process must start (v2: the delegated cgroup).
+  std::vector<UniqueFd> join_fds() const;
+  const std::string& tmp() const { return tmp_; }
+  // Writes a file under tmp(); returns its path.
+  std::string write(const std::string& name, const std::string& content) const;
+
+  // The limit file names of this mode.
+  std::string memory_max_file() const { return v2() ? "memory.max" : "memory.limit_in_bytes"; }
+
+ private:
+  cgroup::Layout layout_;
+  std::string root_;
+  std::string service_;  // v2: the delegated cgroup, relative to the mount
+  std::string tmp_;
+};
+
+// One recycler process, with its stdout and stderr merged into lines.
+class Recycler {
+ public:
+  struct Options {
+    std::vector<UniqueFd> join_fds;
+    std::optional<uid_t> uid;
+    std::optional<gid_t> gid;
+    std::string cwd;
+  };
+  Recycler(const std::vector<std::string>& args, Options options);
+  Recycler(const std::vector<std::string>& args, const Sandbox& sandbox);
+  ~Recycler();  // SIGKILL if still running
+  Recycler(const Recycler&) = delete;
+  Recycler& operator=(const Recycler&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool started() const { return pid_ > 0; }
+
+  // The first line (after the last match) containing `needle`; nullopt and a
+  // test failure with the whole output on timeout.
+  std::optional<std::string> wait_for(const std::string& needle, Millis timeout = 10s);
+  // Same with a regular expression; fills `match`.
+  bool wait_for(const std::regex& re, std::smatch* match, Millis timeout = 10s);
+  // Waits until `n` lines in all contain `needle`, in whatever order they came.
+  bool wait_for_count(const std::string& needle, size_t n, Millis timeout = 10s);
+  // How many lines so far contain `needle`.
+  size_t count(const std::string& needle) const;
+  const std::vector<std::string>& lines() const { return lines_; }
+  std::string output() const;
+
+  void signal(int sig);
+  // The exit status (as from waitpid) once it exits; nullopt on timeout.
+  std::optional<int> wait_exit(Millis timeout = 10s);
+  // Waits for exit and returns the exit code; -1 (and a test failure) otherwise.
+  int exit_code(Millis timeout = 10s);
+
+ private:
+  bool read_some(Millis timeout);
+  std::optional<std::string> scan(const std::function<bool(const std::string&)>& match);
+
+  pid_t pid_ = -1;
+  UniqueFd pidfd_;
+  UniqueFd out_;
+  std::string partial_;
+  std::vector<std::string> lines_;
+  size_t cursor_ = 0;  // wait_for searches from here
+  std::optional<int> status_;
+};
+
+// The pid in a "NAME started: pid N, generation G" line.
+pid_t started_pid(const std::string& line);
+
+// A config file with one program per entry of `programs` (YAML snippets,
+// indented under the program name), using the sandbox's cgroup_root.
+std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
+                        const std::string& extra_top_level = "");
+
+// cgroup.procs of a directory.
+std::vector<pid_t> cgroup_pids(const std::string& dir);
+
+}  // namespace recycler::testing

@@ -1,0 +1,394 @@
+// The worker-slot lifecycle against a fake clock, a fake launcher and a fake
+// cgroup: every transition, the backoff sequence, the crash-loop guard, stop
+// timeouts and the exit messages, in microseconds of real time.
+#include "supervisor/worker.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "tests/support/fakes.h"
+#include "tests/support/log_capture.h"
+
+namespace recycler {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using testing::FakeCgroup;
+using testing::FakeCgroupState;
+using testing::FakeLauncher;
+using testing::FakeTimers;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::LogCapture;
+
+ExitStatus exited(int code) {
+  return ExitStatus{code};
+}
+ExitStatus killed(int sig) {
+  return ExitStatus{0, sig, true};
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  WorkerTest() {
+    program.name = "api";
+    program.command = {"/bin/app", "--serve"};
+    program.cwd = "/srv";
+    program.restart.backoff = {1s, 8s, 60s};
+    program.restart.crash_loop = {5, 60s};
+  }
+
+  Worker& make(unsigned slot = 0) {
+    worker = std::make_unique<Worker>(context, std::make_shared<config::ProgramConfig>(program),
+                                      slot, std::make_unique<FakeCgroup>(cg));
+    return *worker;
+  }
+  Duration backoff_delay() { return timers.pending_delay().value_or(Duration{-1}); }
+
+  LogCapture log;
+  config::ProgramConfig program;
+  FakeTimers timers;
+  FakeLauncher launcher;
+  std::mt19937_64 rng{42};
+  std::vector<std::string> base_env{"PATH=/usr/bin:/bin", "HOME=/root", "OMP_NUM_THREADS=64"};
+  std::vector<WorkerState> states;
+  WorkerContext context{timers, launcher, rng, base_env,
+                        [this](Worker& w) { states.push_back(w.state()); }};
+  std::shared_ptr<FakeCgroupState> cg = std::make_shared<FakeCgroupState>();
+  std::unique_ptr<Worker> worker;
+};
+
+TEST_F(WorkerTest, StartLaunchesTheCommandAndRuns) {
+  Worker& w = make(1);
+  w.start();
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_THAT(states, ElementsAre(WorkerState::Starting, WorkerState::Running));
+  ASSERT_EQ(launcher.launched.size(), 1u);
+  const LaunchSpec& spec = launcher.last().spec;
+  EXPECT_THAT(spec.argv, ElementsAre("/bin/app", "--serve"));
+  EXPECT_EQ(spec.cwd, "/srv");
+  EXPECT_THAT(spec.env, Contains("RECYCLER_PROGRAM=api"));
+  EXPECT_THAT(spec.env, Contains("RECYCLER_SLOT=1"));
+  EXPECT_THAT(spec.env, Contains("RECYCLER_GENERATION=1"));
+  EXPECT_EQ(w.generation(), 1u);
+  EXPECT_EQ(w.pid(), launcher.last().pid);
+  EXPECT_EQ(cg->adopted, launcher.last().pid);
+  EXPECT_TRUE(log.contains("api[1] started: pid 1000, generation 1"));
+}
+
+TEST_F(WorkerTest, FailureRestartsAfterAJitteredBackoffWithTheNextGeneration) {
+  Worker& w = make();
+  w.start();
+  timers.advance(3s);
+  launcher.exit_last(exited(1));
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  EXPECT_TRUE(log.contains("api[0] exited with status 1 after 3s")) << log.all();
+  Duration delay = backoff_delay();
+  EXPECT_GE(delay, 800ms);
+  EXPECT_LE(delay, 1s);
+  timers.advance(delay - 1ms);
+  EXPECT_EQ(launcher.launched.size(), 1u) << "not before the backoff is over";
+  timers.advance(1ms);
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_GENERATION=2"));
+}
+
+TEST_F(WorkerTest, BackoffDoublesUpToItsCapWhileTheProgramKeepsFailing) {
+  program.restart.crash_loop.max = 100;
+  Worker& w = make();
+  w.start();
+  std::vector<Duration> upper{1s, 2s, 4s, 8s, 8s};
+  for (Duration max : upper) {
+    launcher.exit_last(exited(2));
+    Duration d = backoff_delay();
+    EXPECT_GE(d, max * 8 / 10);
+    EXPECT_LE(d, max);
+    timers.advance(d);
+    ASSERT_EQ(w.state(), WorkerState::Running);
+  }
+}
+
+TEST_F(WorkerTest, ARunLongerThanResetAfterStartsTheBackoffOver) {
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(exited(1));
+  timers.advance(backoff_delay());
+  launcher.exit_last(exited(1));
+  EXPECT_GT(backoff_delay(), 1s) << "second failure in a row backs off longer";
+  timers.advance(backoff_delay());
+  timers.advance(61s);  // stable for longer than reset_after
+  launcher.exit_last(exited(1));
+  EXPECT_LE(backoff_delay(), 1s);
+}
+
+TEST_F(WorkerTest, OnFailureDoesNotRestartACleanExit) {
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(exited(0));
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_EQ(timers.pending(), 0u);
+  EXPECT_TRUE(log.contains("api[0] will not be restarted (restart.mode: on-failure)"));
+}
+
+TEST_F(WorkerTest, AlwaysRestartsACleanExit) {
+  program.restart.mode = config::RestartMode::Always;
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(exited(0));
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  timers.advance(1s);
+  EXPECT_EQ(launcher.launched.size(), 2u);
+}
+
+TEST_F(WorkerTest, NeverRestartsNotEvenAFailure) {
+  program.restart.mode = config::RestartMode::Never;
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(killed(SIGSEGV));
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_TRUE(log.contains("api[0] killed by SIGSEGV after 0ms"));
+  EXPECT_EQ(w.last_exit()->shell_code(), 128 + SIGSEGV);
+}
+
+TEST_F(WorkerTest, CrashLoopMarksTheSlotFailedAndStopsRestarting) {
+  program.restart.crash_loop = {3, 60s};
+  Worker& w = make();
+  w.start();
+  for (int i = 0; i < 2; ++i) {
+    launcher.exit_last(exited(1));
+    timers.advance(backoff_delay());
+  }
+  launcher.exit_last(exited(1));
+  EXPECT_EQ(w.state(), WorkerState::Failed);
+  EXPECT_EQ(timers.pending(), 0u);
+  timers.advance(10min);
+  EXPECT_EQ(launcher.launched.size(), 3u);
+  auto loud = log.matching("FAILED");
+  ASSERT_EQ(loud.size(), 1u);
+  EXPECT_THAT(loud[0], HasSubstr("error"));
+  EXPECT_THAT(loud[0], HasSubstr("api[0] FAILED: it exited 3 times within 1m"));
+}
+
+TEST_F(WorkerTest, ExitsSpreadWiderThanTheWindowAreNotACrashLoop) {
+  program.restart.crash_loop = {3, 10s};
+  program.restart.backoff = {1s, 1s, 1h};
+  Worker& w = make();
+  w.start();
+  for (int i = 0; i < 6; ++i) {
+    timers.advance(5s);  // each run lasts 5s: only two exits fit in 10s
+    launcher.exit_last(exited(1));
+    ASSERT_EQ(w.state(), WorkerState::Backoff) << "exit " << i;
+    timers.advance(backoff_delay());
+  }
+}
+
+TEST_F(WorkerTest, StartAfterFailedGivesTheSlotAFreshChance) {
+  program.restart.crash_loop = {1, 60s};
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(exited(1));
+  ASSERT_EQ(w.state(), WorkerState::Failed);
+  w.start();
+  EXPECT_EQ(w.state(), WorkerState::Running);
+}
+
+TEST_F(WorkerTest, StopSendsTheStopSignalAndCompletesWhenTheProcessExits) {
+  program.stop = {SIGINT, 30s};
+  Worker& w = make();
+  w.start();
+  bool done = false;
+  w.stop([&] { done = true; });
+  EXPECT_EQ(w.state(), WorkerState::Stopping);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGINT));
+  EXPECT_FALSE(done);
+  launcher.exit_last(exited(0));
+  EXPECT_TRUE(done);
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_EQ(cg->kill_all_calls, 0) << "a clean stop kills nothing";
+  EXPECT_EQ(timers.pending(), 0u) << "no restart after a requested stop";
+}
+
+TEST_F(WorkerTest, StopTimeoutKillsTheWholeCgroup) {
+  program.stop = {SIGTERM, 10s};
+  Worker& w = make();
+  w.start();
+  cg->pids = {1000, 1001, 1002};
+  bool done = false;
+  w.stop([&] { done = true; });
+  timers.advance(10s - 1ms);
+  EXPECT_EQ(cg->kill_all_calls, 0);
+  timers.advance(1ms);
+  EXPECT_EQ(cg->kill_all_calls, 1);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_TRUE(log.contains("api[0] still running 10s after SIGTERM"));
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_TRUE(done);
+}
+
+TEST_F(WorkerTest, LeftoverProcessesAreKilledBeforeTheRestart) {
+  Worker& w = make();
+  w.start();
+  cg->pids = {1200, 1201};  // grandchildren outliving the main process
+  launcher.exit_last(exited(1));
+  EXPECT_EQ(cg->kill_all_calls, 1);
+  EXPECT_TRUE(log.contains("api[0]: killed 2 leftover processes in its cgroup"));
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+}
+
+TEST_F(WorkerTest, WaitsForTheCgroupToDrainBeforeRestarting) {
+  Worker& w = make();
+  w.start();
+  cg->pids = {1200};
+  cg->kill_empties = false;  // dying processes take a while to leave
+  launcher.exit_last(exited(1));
+  EXPECT_EQ(w.state(), WorkerState::Exited);
+  timers.advance(Worker::kDrainPoll * 3);
+  EXPECT_EQ(w.state(), WorkerState::Exited);
+  cg->pids.clear();
+  timers.advance(Worker::kDrainPoll);
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+}
+
+TEST_F(WorkerTest, GivesUpWaitingForAStuckCgroupAfterTheDrainTimeout) {
+  Worker& w = make();
+  w.start();
+  cg->pids = {1200};
+  cg->kill_empties = false;
+  launcher.exit_last(exited(1));
+  timers.advance(Worker::kDrainTimeout + Worker::kDrainPoll);
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  EXPECT_TRUE(log.contains("1 process(es) still in /fake/cgroup"));
+}
+
+TEST_F(WorkerTest, RecognisesAnOomKillFromTheCgroupCounter) {
+  program.limits.memory_max = 2ull << 30;
+  Worker& w = make();
+  w.start();
+  timers.advance(3200ms);
+  cg->oom_kills = 1;
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_TRUE(
+      log.contains("api[0] was OOM-killed by the kernel (cgroup memory limit 2 GiB) after 3.2s"))
+      << log.all();
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+}
+
+TEST_F(WorkerTest, AnOomCounterThatMovedBeforeTheStartIsNotThisRunsOom) {
+  cg->oom_kills = 4;  // a previous generation's
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_TRUE(log.contains("api[0] killed by SIGKILL after"));
+  EXPECT_FALSE(log.contains("OOM"));
+}
+
+TEST_F(WorkerTest, AnOomKilledChildIsMentionedWhenTheMainProcessSurvivedIt) {
+  program.limits.memory_max = 512ull << 20;
+  Worker& w = make();
+  w.start();
+  cg->oom_kills = 1;
+  launcher.exit_last(exited(1));
+  EXPECT_TRUE(
+      log.contains("api[0] exited with status 1 after 0ms; the kernel OOM-killed a process "
+                   "in its cgroup (cgroup memory limit 512 MiB)"))
+      << log.all();
+}
+
+TEST_F(WorkerTest, AFailedStartIsReportedAndRetriedWithBackoff) {
+  launcher.fail_next = true;
+  Worker& w = make();
+  w.start();
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  EXPECT_TRUE(log.contains("api[0] failed to start: fake: exec failed"));
+  timers.advance(backoff_delay());
+  EXPECT_EQ(w.state(), WorkerState::Running);
+}
+
+TEST_F(WorkerTest, AFailedStartWithRestartNeverMarksTheSlotFailed) {
+  program.restart.mode = config::RestartMode::Never;
+  launcher.fail_next = true;
+  Worker& w = make();
+  w.start();
+  EXPECT_EQ(w.state(), WorkerState::Failed);
+}
+
+TEST_F(WorkerTest, StopDuringBackoffCancelsTheRestart) {
+  Worker& w = make();
+  w.start();
+  launcher.exit_last(exited(1));
+  bool done = false;
+  w.stop([&] { done = true; });
+  EXPECT_TRUE(done);
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  timers.advance(1h);
+  EXPECT_EQ(launcher.launched.size(), 1u);
+}
+
+TEST_F(WorkerTest, KillSignalsAtOnceWithoutWaitingForTheStopTimeout) {
+  Worker& w = make();
+  w.start();
+  bool done = false;
+  w.kill([&] { done = true; });
+  EXPECT_EQ(cg->kill_all_calls, 1);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGKILL));
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_TRUE(done);
+}
+
+TEST_F(WorkerTest, KillEscalatesAGracefulStopUnderWay) {
+  Worker& w = make();
+  w.start();
+  int done = 0;
+  w.stop([&] { ++done; });
+  w.kill(nullptr);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM, SIGKILL));
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_EQ(done, 1) << "the first stop's callback runs exactly once";
+}
+
+TEST_F(WorkerTest, StoppingAStoppedWorkerCompletesAtOnce) {
+  Worker& w = make();
+  bool done = false;
+  w.stop([&] { done = true; });
+  EXPECT_TRUE(done);
+}
+
+TEST_F(WorkerTest, DestroyingTheWorkerRemovesItsCgroup) {
+  make();
+  worker.reset();
+  EXPECT_TRUE(cg->removed);
+}
+
+TEST(WorkerEnvironment, ThreadsSetsTheUsualVariablesUnlessTheProgramEnvSetsThem) {
+  config::ProgramConfig p;
+  p.name = "train";
+  p.threads = 2;
+  p.env = {{"MKL_NUM_THREADS", "1"}, {"PYTHONUNBUFFERED", "1"}};
+  auto env = worker_environment({"OMP_NUM_THREADS=64", "HOME=/root"}, p, 3, 7);
+  EXPECT_THAT(env, Contains("OMP_NUM_THREADS=2")) << "threads wins over the inherited value";
+  EXPECT_THAT(env, Contains("MKL_NUM_THREADS=1")) << "the program's env wins over threads";
+  EXPECT_THAT(env, Contains("OPENBLAS_NUM_THREADS=2"));
+  EXPECT_THAT(env, Contains("NUMEXPR_NUM_THREADS=2"));
+  EXPECT_THAT(env, Contains("VECLIB_MAXIMUM_THREADS=2"));
+  EXPECT_THAT(env, Contains("PYTHONUNBUFFERED=1"));
+  EXPECT_THAT(env, Contains("HOME=/root"));
+  EXPECT_THAT(env, Contains("RECYCLER_PROGRAM=train"));
+  EXPECT_THAT(env, Contains("RECYCLER_SLOT=3"));
+  EXPECT_THAT(env, Contains("RECYCLER_GENERATION=7"));
+}
+
+TEST(WorkerEnvironment, WithoutThreadsTheInheritedValuesStay) {
+  config::ProgramConfig p;
+  p.name = "x";
+  auto env = worker_environment({"OMP_NUM_THREADS=64"}, p, 0, 1);
+  EXPECT_THAT(env, Contains("OMP_NUM_THREADS=64"));
+  for (const std::string& kv : env) EXPECT_NE(kv.rfind("MKL_NUM_THREADS=", 0), 0u);
+}
+
+}  // namespace
+}  // namespace recycler
