@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       for (long long off = 0; off < chunk; off += page) p[off] = 1;
       blocks.push_back(p);
       held += chunk;
-      if (held - reported >= (16LL << 20)) {
+      if (held - reported >= (32LL << 20)) {
         std::printf("leaky: holding %lld MiB\n", held >> 20);
         std::fflush(stdout);
         reported = held;

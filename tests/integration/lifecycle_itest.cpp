@@ -2,8 +2,12 @@
 // reloads, failed starts, signals, wrap mode, environment and users.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 
 #include "tests/support/itest.h"
@@ -179,6 +183,51 @@ TEST(Lifecycle, AWorkerRunsAsTheConfiguredUser) {
 )yaml"));
   Recycler r({"run", "-c", cfg}, sb);
   EXPECT_TRUE(r.wait_for("unprivileged[0] out | uid=65534 gid="));
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+// systemd's side of Type=notify: a datagram socket recycler reports to.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    bound_ = ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  bool bound() const { return bound_; }
+  // The next datagram, or "" after `timeout`.
+  std::string receive(Millis timeout = 10s) {
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(scaled(timeout).count())) != 1) return "";
+    char buf[4096];
+    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  bool bound_ = false;
+};
+
+TEST(Lifecycle, UnderSystemdRecyclerNotifiesReadyAndStoppingAndKeepsTheSocketFromWorkers) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  NotifySocket systemd(sb.tmp() + "/notify.sock");
+  ASSERT_TRUE(systemd.bound());
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: "echo worker sees NOTIFY_SOCKET=${NOTIFY_SOCKET:-unset}; exec sleep 1000"
+)"));
+  Recycler::Options options;
+  options.join_fds = sb.join_fds();
+  options.env = {"NOTIFY_SOCKET=" + sb.tmp() + "/notify.sock"};
+  Recycler r({"run", "-c", cfg}, std::move(options));
+  EXPECT_THAT(systemd.receive(), HasSubstr("READY=1"));
+  EXPECT_TRUE(r.wait_for("app[0] out | worker sees NOTIFY_SOCKET=unset"));
+  r.signal(SIGTERM);
+  EXPECT_THAT(systemd.receive(), HasSubstr("STOPPING=1"));
   EXPECT_EQ(r.exit_code(), 0);
 }
 

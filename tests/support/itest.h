@@ -84,6 +84,7 @@ class Recycler {
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
     std::string cwd;
+    std::vector<std::string> env;  // "NAME=value", added to the test's own
   };
   Recycler(const std::vector<std::string>& args, Options options);
   Recycler(const std::vector<std::string>& args, const Sandbox& sandbox);
