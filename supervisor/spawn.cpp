@@ -89,7 +89,7 @@ struct ChildPlan {
   ::_exit(127);
 }
 
-// Runs in the child, between fork and exec.
+// Runs in the child, between fork and exec. The order matters.
 void child_setup(const ChildPlan& plan) {
   // Joining first: from here on everything, exec included, is charged to and
   // limited by the worker's cgroup.
@@ -101,19 +101,22 @@ void child_setup(const ChildPlan& plan) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
   if (::setsid() < 0) fail(plan, Step::Session);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(plan, Step::DeathSignal);
-  if (::getppid() != plan.parent) ::_exit(127);  // the recycler died before prctl
+  // Raising a hard limit needs privileges: before dropping them.
   for (size_t i = 0; i < plan.limits.size(); ++i)
     if (::setrlimit(static_cast<__rlimit_resource>(plan.limit_resources[i]), &plan.limits[i]) != 0)
       fail(plan, Step::Rlimit);
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
       ::dup2(plan.stderr_fd, 2) < 0)
     fail(plan, Step::Stdio);
-  if (plan.cwd && ::chdir(plan.cwd) != 0) fail(plan, Step::Chdir);
   if (plan.set_groups && ::setgroups(plan.groups.size(), plan.groups.data()) != 0)
     fail(plan, Step::Groups);
   if (plan.gid && ::setgid(*plan.gid) != 0) fail(plan, Step::Gid);
   if (plan.uid && ::setuid(*plan.uid) != 0) fail(plan, Step::Uid);
+  // As the target user, so that its permissions decide, as with systemd.
+  if (plan.cwd && ::chdir(plan.cwd) != 0) fail(plan, Step::Chdir);
+  // After the credentials: changing them clears the parent-death signal.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(plan, Step::DeathSignal);
+  if (::getppid() != plan.parent) ::_exit(127);  // the recycler died before prctl
 }
 
 struct SetupHook : bp::extend::handler {

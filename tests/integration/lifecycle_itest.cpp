@@ -186,6 +186,23 @@ TEST(Lifecycle, AWorkerRunsAsTheConfiguredUser) {
   EXPECT_EQ(r.exit_code(), 0);
 }
 
+TEST(Lifecycle, AWorkerRunningAsAnotherUserStillDiesWithRecycler) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  unprivileged:
+    command: ["sleep", "1000"]
+    user: nobody
+    cwd: /tmp
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto started = r.wait_for("unprivileged[0] started: pid");
+  ASSERT_TRUE(started);
+  r.signal(SIGKILL);
+  ASSERT_TRUE(r.wait_exit());
+  // Changing credentials clears PR_SET_PDEATHSIG: it must be set after them.
+  EXPECT_TRUE(wait_gone(started_pid(*started))) << "the worker outlived a SIGKILLed recycler";
+}
+
 // systemd's side of Type=notify: a datagram socket recycler reports to.
 class NotifySocket {
  public:
