@@ -66,8 +66,8 @@ Supervisor::~Supervisor() {
   signals_.clear();
   defer_timer_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  uv_loop_close(&loop_);
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  if (uv_loop_close(&loop_) != 0) log::debug("libuv loop closed with handles still open");
 }
 
 void Supervisor::defer(std::function<void()> fn) {

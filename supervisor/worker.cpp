@@ -207,6 +207,7 @@ void Worker::drain(TimePoint deadline) {
 
 void Worker::after_drain() {
   timer_.reset();
+  process_.reset();  // its last output is logged before what happens next
   if (stop_requested_) {
     finish_stop();
     return;
