@@ -25,6 +25,7 @@
 
 #include "policies/policy.h"
 #include "supervisor/config/units.h"
+#include "supervisor/util/fd.h"
 
 namespace recycler::config {
 namespace {
@@ -880,28 +881,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// errno on failure, 0 on success. Plain read(2) rather than iostreams, whose
-// failures do not say why (a directory, say, opens fine and then fails to read).
-int read_file(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  char buffer[65536];
-  int err = 0;
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      out.append(buffer, static_cast<size_t>(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      err = errno;
-      break;
-    }
-  }
-  ::close(fd);
-  return err;
-}
-
 std::string lowercase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -917,13 +896,14 @@ std::string Diagnostic::str() const {
 }
 
 LoadResult load_file(const std::string& path) {
-  std::string text;
-  if (int err = read_file(path, text)) {
+  Result<std::string> text = read_file(path);
+  if (!text) {
     Report r(path);
-    r.error(YAML::Mark::null_mark(), std::string("cannot read config: ") + std::strerror(err));
+    r.error(YAML::Mark::null_mark(),
+            std::string("cannot read config: ") + std::strerror(text.error().code));
     return std::move(r).finish(std::nullopt);
   }
-  return parse_document(text, path, fs::path(path).parent_path());
+  return parse_document(*text, path, fs::path(path).parent_path());
 }
 
 LoadResult parse_string(std::string_view yaml, const std::string& file_name) {
