@@ -7,6 +7,8 @@
 // Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
 // 127 command not found (wrap mode); in wrap mode, once the command has exited
 // for good, its own status (128 + signal when killed).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +26,7 @@ namespace {
 using namespace recycler;
 
 constexpr int kUsageError = 2;
+constexpr const char* kWrapRootParent = "recycler-run";
 
 struct RunOptions {
   std::string config_file;
@@ -84,7 +87,11 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   else if (o.restart == "never")
     p.restart.mode = config::RestartMode::Never;
   if (o.threads) p.threads = o.threads;
-  if (!o.cgroup_root.empty()) cfg.cgroup_root = o.cgroup_root;
+  // Several wrapped commands may run side by side: each run gets a root of its
+  // own unless told otherwise.
+  cfg.cgroup_root = o.cgroup_root.empty() ? std::string(kWrapRootParent) + "/" + p.name + "." +
+                                                std::to_string(::getpid())
+                                          : o.cgroup_root;
   const char* path = std::getenv("PATH");
   auto exe = resolve_executable(p.command.front(), {std::string("PATH=") + (path ? path : "")});
   if (!exe) {
@@ -130,6 +137,7 @@ int run_command(const RunOptions& o) {
     int status = 0;
     auto built = config_from_command_line(o, &status);
     if (!built) return status;
+    options.per_run_root = o.cgroup_root.empty();
     cfg = std::move(*built);
     options.wrap_mode = true;
   }
@@ -193,7 +201,7 @@ int main(int argc, char** argv) {
                    "Wrap mode: set OMP_NUM_THREADS, MKL_NUM_THREADS, ... to N")
       ->check(CLI::Range(1, 4096));
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
-                      "Wrap mode: where worker cgroups go (default: recycler)");
+                      "Wrap mode: where worker cgroups go (default: recycler-run/NAME.PID)");
   run_cmd->add_option("--log-format", run.log_format, "Override log.format")
       ->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")

@@ -83,7 +83,8 @@ void Supervisor::defer(std::function<void()> fn) {
 
 int Supervisor::run() {
   log::init(config_.log.level, config_.log.format);
-  auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths);
+  auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
+                             {options_.per_run_root});
   if (!opened) {
     log::error("{}", opened.error().message);
     return 1;

@@ -28,8 +28,9 @@
 namespace recycler {
 
 struct SupervisorOptions {
-  std::string config_path;  // reread on SIGHUP; "" in wrap mode (nothing to reload)
-  bool wrap_mode = false;   // exit with the wrapped command's own status
+  std::string config_path;    // reread on SIGHUP; "" in wrap mode (nothing to reload)
+  bool wrap_mode = false;     // exit with the wrapped command's own status
+  bool per_run_root = false;  // cgroup_root is this run's own (see cgroup::OpenOptions)
   cgroup::Paths paths;
 };
 

@@ -103,7 +103,13 @@ class Manager {
 // removes worker cgroups a crashed predecessor left behind. Without permission
 // it returns a fallback manager (and says why, once); an error only when the
 // root is locked by another live recycler.
-Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths = {});
+struct OpenOptions {
+  // The root is <parent>/<name>.<pid>, one per run (wrap mode): also clean up
+  // siblings whose recycler is gone.
+  bool per_run_root = false;
+};
+Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths = {},
+                                      OpenOptions options = {});
 
 // A manager that never touches cgroups (also used when there is no cgroupfs).
 std::unique_ptr<Manager> open_fallback(Layout layout, const Paths& paths = {});

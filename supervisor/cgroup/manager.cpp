@@ -231,17 +231,52 @@ class CgroupManager final : public Manager {
       for (const std::string& program : subdirectories(layout_.dir(h)))
         ::rmdir((layout_.dir(h) + "/" + program).c_str());
       ::rmdir(layout_.dir(h).c_str());
+      if (shared_parent_)  // the last wrap-mode run out removes recycler-run/
+        ::rmdir((h.mount + layout_.root.substr(0, layout_.root.rfind('/'))).c_str());
     }
     lock_.reset();
   }
 
+  bool shared_parent_ = false;
+
   // Kills and removes what a previous recycler on this root left behind.
-  void clean_stale() {
+  void clean_stale() { clean_root(layout_.root); }
+
+  // Wrap mode: every run has its own root <parent>/<name>.<pid>. A sibling
+  // whose recycler is gone (its lock is free and its pid no longer runs) was
+  // left by one that crashed: clean it as its owner would have.
+  void clean_abandoned_siblings() {
+    size_t slash = layout_.root.rfind('/');
+    std::string parent = layout_.root.substr(0, slash);
+    std::string ours = layout_.root.substr(slash + 1);
     const Hierarchy& primary = layout_.hierarchies.front();
+    for (const std::string& sibling : subdirectories(primary.mount + parent)) {
+      if (sibling == ours || !abandoned(primary.mount + parent + "/" + sibling)) continue;
+      clean_root(parent + "/" + sibling);
+      for (const Hierarchy& h : layout_.hierarchies)
+        ::rmdir((h.mount + parent + "/" + sibling).c_str());
+    }
+  }
+
+ private:
+  static bool abandoned(const std::string& dir) {
+    size_t dot = dir.rfind('.');
+    if (dot == std::string::npos) return false;
+    std::string pid = dir.substr(dot + 1);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (::kill(std::stoi(pid), 0) == 0 || errno == EPERM) return false;  // its recycler runs
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    return fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
+  }
+
+  void clean_root(const std::string& root) {
+    Layout layout = layout_;
+    layout.root = root;
+    const Hierarchy& primary = layout.hierarchies.front();
     std::vector<std::string> found;
-    for (const std::string& program : subdirectories(layout_.dir(primary))) {
-      for (const std::string& slot : subdirectories(layout_.dir(primary) + "/" + program)) {
-        CgroupWorker w(layout_, layout_.root + "/" + program + "/" + slot);
+    for (const std::string& program : subdirectories(layout.dir(primary))) {
+      for (const std::string& slot : subdirectories(layout.dir(primary) + "/" + program)) {
+        CgroupWorker w(layout, root + "/" + program + "/" + slot);
         size_t n = w.pids().size();
         w.kill_all();
         Status removed = Ok{};
@@ -254,7 +289,8 @@ class CgroupManager final : public Manager {
                         (n == 1 ? "" : "es") + (removed ? "" : "; " + removed.error().message) +
                         ")");
       }
-      remove_program(program);
+      for (const Hierarchy& h : layout.hierarchies)
+        ::rmdir((layout.dir(h) + "/" + program).c_str());
     }
     if (!found.empty()) {
       std::string list;
@@ -262,7 +298,7 @@ class CgroupManager final : public Manager {
       log::warn(
           "found {} stale worker cgroup{} under {} from a previous run: {}; killed what was "
           "left in them and removed them",
-          found.size(), found.size() == 1 ? "" : "s", layout_.display_root(), list);
+          found.size(), found.size() == 1 ? "" : "s", layout.display_root(), list);
     }
   }
 
@@ -393,7 +429,7 @@ std::unique_ptr<Manager> open_fallback(Layout layout, const Paths& paths) {
   return std::make_unique<FallbackManager>(std::move(layout), paths.proc);
 }
 
-Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths) {
+Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths, OpenOptions options) {
   auto fallback = [&](std::string why) {
     layout.not_enforced = std::move(why);
     return Result<std::unique_ptr<Manager>>(open_fallback(layout, paths));
@@ -430,6 +466,10 @@ Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths) {
   }
   auto manager = std::make_unique<CgroupManager>(std::move(layout), std::move(lock));
   manager->clean_stale();
+  if (options.per_run_root) {
+    manager->shared_parent_ = true;
+    manager->clean_abandoned_siblings();
+  }
   return std::unique_ptr<Manager>(std::move(manager));
 }
 

@@ -150,6 +150,57 @@ TEST(Lifecycle, WrapModeExitsWithTheCommandsOwnStatus) {
   EXPECT_EQ(run("kill -9 $$"), 128 + SIGKILL);
 }
 
+// Where a wrap-mode run puts its worker: recycler-run/NAME.PID/NAME/0.
+std::string wrapped_worker_dir(const Sandbox& sb, const Recycler& r, const std::string& name) {
+  std::string root = sb.root_dir();
+  std::string base = root.substr(0, root.rfind('/'));  // recycler's cgroup root's parent
+  return base + "/recycler-run/" + name + "." + std::to_string(r.pid()) + "/" + name + "/0";
+}
+
+TEST(Lifecycle, TwoWrappedCommandsRunSideBySide) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb1, sb2;
+  Recycler a({"run", "--", "sh", "-c", "echo up; exec sleep 1000"}, sb1);
+  Recycler b({"run", "--", "sh", "-c", "echo up; exec sleep 1000"}, sb2);
+  ASSERT_TRUE(a.wait_for("sh[0] out | up"));
+  ASSERT_TRUE(b.wait_for("sh[0] out | up"));
+  std::string dir_a = wrapped_worker_dir(sb1, a, "sh"), dir_b = wrapped_worker_dir(sb2, b, "sh");
+  EXPECT_TRUE(fs::exists(dir_a)) << dir_a;
+  EXPECT_TRUE(fs::exists(dir_b)) << dir_b;
+  a.signal(SIGTERM);
+  b.signal(SIGTERM);
+  EXPECT_EQ(a.exit_code(), 0);
+  EXPECT_EQ(b.exit_code(), 0);
+  EXPECT_FALSE(fs::exists(fs::path(dir_a).parent_path().parent_path()));
+  EXPECT_FALSE(fs::exists(fs::path(dir_b).parent_path().parent_path()));
+}
+
+TEST(Lifecycle, AWrappedRunLeftBehindByACrashIsCleanedByTheNextOne) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (sb.v2())
+    GTEST_SKIP() << "on v2 a wrapped run's cgroups live in its own delegated cgroup, which the "
+                    "service manager removes with it";
+  std::string dir;
+  pid_t orphan = -1;
+  {
+    Recycler first({"run", "--", "sh", "-c", "sleep 1000 & echo orphan=$!; wait"}, sb);
+    std::smatch m;
+    ASSERT_TRUE(first.wait_for(std::regex("orphan=([0-9]+)"), &m));
+    orphan = std::stoi(m[1]);
+    dir = wrapped_worker_dir(sb, first, "sh");
+    first.signal(SIGKILL);
+    ASSERT_TRUE(first.wait_exit());
+  }
+  ASSERT_TRUE(process_exists(orphan));
+  Recycler next({"run", "--", "true"}, sb);
+  EXPECT_EQ(next.exit_code(), 0);
+  EXPECT_THAT(next.output(), HasSubstr("found 1 stale worker cgroup under " +
+                                       fs::path(dir).parent_path().parent_path().string()));
+  EXPECT_TRUE(wait_gone(orphan));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 TEST(Lifecycle, WrapModeWithAnUnknownCommandFailsAtOnce) {
   Recycler r({"run", "--", "no-such-command-anywhere"}, Recycler::Options{});
   EXPECT_EQ(r.exit_code(), 127);
