@@ -25,8 +25,9 @@ struct LaunchSpec {
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   std::vector<config::Rlimit> rlimits;
-  std::vector<UniqueFd> join_fds;  // cgroup.procs files; the child writes "0" to each
-  int stdout_fd = -1;              // write ends the child gets as fd 1 and 2
+  std::vector<UniqueFd>
+      join_fds;        // cgroup files the child writes "0" to (v1 tasks, v2 cgroup.procs)
+  int stdout_fd = -1;  // write ends the child gets as fd 1 and 2
   int stderr_fd = -1;
 };
 

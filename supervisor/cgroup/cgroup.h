@@ -67,7 +67,8 @@ class WorkerCgroup {
  public:
   virtual ~WorkerCgroup() = default;
   virtual std::string path() const = 0;  // for logs
-  // cgroup.procs files the child writes "0" into before exec; empty in fallback.
+  // Files the child writes "0" into before exec (v1 tasks, v2 cgroup.procs);
+  // empty in fallback.
   // Opened for one spawn: the caller closes them (UniqueFd) right after the fork.
   virtual std::vector<UniqueFd> open_join_fds() = 0;
   // Fallback mode tracks processes by the main process's session.

@@ -79,21 +79,27 @@ bool is_permission_error(int err) {
 class CgroupWorker final : public WorkerCgroup {
  public:
   CgroupWorker(const Layout& layout, std::string rel) : mode_(layout.mode), rel_(std::move(rel)) {
-    for (const Hierarchy& h : layout.hierarchies) {
-      dirs_.push_back(
-          {h.controller, h.mount + rel_,
-           UniqueFd(::open((h.mount + rel_).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC))});
-    }
+    for (const Hierarchy& h : layout.hierarchies)
+      dirs_.push_back({h.controller, h.mount + rel_, {}});
+    // A directory fd only where files are read often (the memory hierarchy on
+    // v1): fds count against RLIMIT_NOFILE, and the others are rarely used.
+    if (!dirs_.empty())
+      dirs_.front().fd.reset(::open(dirs_.front().path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   }
 
   std::string path() const override { return dirs_.empty() ? rel_ : dirs_.front().path; }
 
   std::vector<UniqueFd> open_join_fds() override {
+    // v1: the child moves its one thread through "tasks". Writing "0" there
+    // skips the kernel's global threadgroup lock that a cgroup.procs write
+    // takes, whose RCU grace period cost every start after a quiet spell ~7 ms
+    // (bench/spawn_latency). Right after fork the child has a single thread,
+    // so moving it moves the process. v2 forbids moving a lone thread between
+    // domain cgroups: cgroup.procs there.
+    const char* file = mode_ == Mode::V2 ? "cgroup.procs" : "tasks";
     std::vector<UniqueFd> fds;
-    for (const Dir& d : dirs_) {
-      // v1's freezer must be joined too: kill_all freezes through it.
-      fds.emplace_back(::openat(d.fd.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-    }
+    for (const Dir& d : dirs_)  // v1's freezer too: kill_all freezes through it
+      fds.push_back(d.open(file, O_WRONLY));
     return fds;
   }
 
@@ -103,7 +109,7 @@ class CgroupWorker final : public WorkerCgroup {
   std::vector<pid_t> pids() const override {
     std::set<pid_t> all;
     for (const Dir& d : dirs_) {
-      auto text = read_file_at(d.fd.get(), "cgroup.procs");
+      auto text = d.read("cgroup.procs");
       if (text)
         for (pid_t p : parse_pids(*text)) all.insert(p);
     }
@@ -112,14 +118,14 @@ class CgroupWorker final : public WorkerCgroup {
 
   bool populated() const override {
     if (mode_ == Mode::V2) {
-      auto events = read_file_at(primary().fd.get(), "cgroup.events");
+      auto events = primary().read("cgroup.events");
       if (events) return find_keyed_value(*events, "populated").value_or(0) != 0;
     }
     return !pids().empty();
   }
 
   void kill_all() override {
-    if (mode_ == Mode::V2 && write_file_at(primary().fd.get(), "cgroup.kill", "1")) return;
+    if (mode_ == Mode::V2 && primary().write("cgroup.kill", "1")) return;
     const Dir* freezer = find_dir(mode_ == Mode::V2 ? "" : "freezer");
     bool frozen = freezer && freeze(*freezer, true);
     // Frozen tasks cannot fork or exit, so this list is complete and every pid
@@ -135,8 +141,7 @@ class CgroupWorker final : public WorkerCgroup {
   std::optional<uint64_t> oom_kills() const override {
     const Dir* memory = find_dir(mode_ == Mode::V2 ? "" : "memory");
     if (!memory) return std::nullopt;
-    auto text =
-        read_file_at(memory->fd.get(), mode_ == Mode::V2 ? "memory.events" : "memory.oom_control");
+    auto text = memory->read(mode_ == Mode::V2 ? "memory.events" : "memory.oom_control");
     if (!text) return std::nullopt;
     return find_keyed_value(*text, "oom_kill");
   }
@@ -152,7 +157,18 @@ class CgroupWorker final : public WorkerCgroup {
   struct Dir {
     std::string controller;
     std::string path;
-    UniqueFd fd;
+    UniqueFd fd;  // O_PATH, or none: then files are reached by path
+
+    Result<std::string> read(const char* file) const {
+      return fd ? read_file_at(fd.get(), file) : read_file(path + "/" + file);
+    }
+    Status write(const char* file, std::string_view data) const {
+      return fd ? write_file_at(fd.get(), file, data) : write_file(path + "/" + file, data);
+    }
+    UniqueFd open(const char* file, int flags) const {
+      return UniqueFd(fd ? ::openat(fd.get(), file, flags | O_CLOEXEC)
+                         : ::open((path + "/" + file).c_str(), flags | O_CLOEXEC));
+    }
   };
 
   const Dir& primary() const { return dirs_.front(); }
@@ -167,11 +183,10 @@ class CgroupWorker final : public WorkerCgroup {
   bool freeze(const Dir& d, bool on) {
     bool v2 = mode_ == Mode::V2;
     const char* file = v2 ? "cgroup.freeze" : "freezer.state";
-    if (!write_file_at(d.fd.get(), file, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED")))
-      return false;
+    if (!d.write(file, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return false;
     if (!on) return true;
     for (int i = 0; i < 100; ++i) {
-      auto state = read_file_at(d.fd.get(), v2 ? "cgroup.events" : "freezer.state");
+      auto state = d.read(v2 ? "cgroup.events" : "freezer.state");
       if (!state) return false;
       bool done =
           v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1 : state->rfind("FROZEN", 0) == 0;
