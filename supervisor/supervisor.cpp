@@ -1,5 +1,6 @@
 #include "supervisor/supervisor.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -81,8 +82,24 @@ void Supervisor::defer(std::function<void()> fn) {
   });
 }
 
+// Each worker slot holds a few fds (output pipes, a pidfd, a cgroup directory)
+// and systemd's default soft RLIMIT_NOFILE of 1024 would cap recycler at a few
+// hundred workers. As systemd recommends, raise the soft limit to the hard one
+// for recycler alone and give workers the original: programs built on
+// select() break with descriptors above 1024.
+std::optional<config::Rlimit> raise_nofile_limit() {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max)
+    return std::nullopt;
+  config::Rlimit original{RLIMIT_NOFILE, nofile.rlim_cur, nofile.rlim_max};
+  nofile.rlim_cur = nofile.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) return std::nullopt;
+  return original;
+}
+
 int Supervisor::run() {
   log::init(config_.log.level, config_.log.format);
+  context_.worker_nofile = raise_nofile_limit();
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
   if (!opened) {

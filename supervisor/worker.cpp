@@ -1,5 +1,8 @@
 #include "supervisor/worker.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <csignal>
 #include <map>
 
@@ -103,6 +106,10 @@ void Worker::spawn() {
   spec.uid = program_->uid;
   spec.gid = program_->gid;
   spec.rlimits = program_->rlimits;
+  bool sets_nofile =
+      std::any_of(spec.rlimits.begin(), spec.rlimits.end(),
+                  [](const config::Rlimit& r) { return r.resource == RLIMIT_NOFILE; });
+  if (ctx_.worker_nofile && !sets_nofile) spec.rlimits.push_back(*ctx_.worker_nofile);
   spec.join_fds = cgroup_->open_join_fds();
   started_at_ = ctx_.timers.now();
 

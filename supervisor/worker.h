@@ -44,6 +44,9 @@ struct WorkerContext {
   const std::vector<std::string>& base_env;
   // Called after every state change (the supervisor decides when it is done).
   std::function<void(Worker&)> on_state_change;
+  // The RLIMIT_NOFILE recycler itself was given, restored in workers whose
+  // config sets none (recycler raises its own soft limit; see Supervisor::run).
+  std::optional<config::Rlimit> worker_nofile = std::nullopt;
 };
 
 // The environment of one start of a slot: base, then the program's env, then

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -221,6 +222,28 @@ TEST(Lifecycle, WorkersGetTheirEnvironmentThreadsAndSlot) {
   EXPECT_EQ(r.exit_code(), 0);
   EXPECT_EQ(r.count("env[0] out | FOO=bar OMP=3 MKL=1 P=env S=0 G=1 N=unset"), 1u) << r.output();
   EXPECT_EQ(r.count("env[1] out | FOO=bar OMP=3 MKL=1 P=env S=1 G=1 N=unset"), 1u) << r.output();
+}
+
+TEST(Lifecycle, ALowFileLimitDoesNotCapTheWorkersAndTheyKeepIt) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"yaml(  many:
+    command: "echo nofile=$(ulimit -n); exec sleep 1000"
+    instances: 40
+  own:
+    command: "echo nofile=$(ulimit -n); exec sleep 1000"
+    rlimits: {nofile: 100}
+)yaml"));
+  Recycler::Options options;
+  options.join_fds = sb.join_fds();
+  options.rlimits = {{RLIMIT_NOFILE, 32, 4096}};  // 40 workers need far more than 32 fds
+  Recycler r({"run", "-c", cfg}, std::move(options));
+  ASSERT_TRUE(r.wait_for_count("] out | nofile=", 41, 20s));
+  EXPECT_EQ(r.count("out | nofile=32"), 40u) << "workers get the limit recycler was given";
+  EXPECT_EQ(r.count("own[0] out | nofile=100"), 1u) << "unless their config sets one";
+  EXPECT_EQ(r.count("failed to start"), 0u);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
 }
 
 TEST(Lifecycle, AWorkerRunsAsTheConfiguredUser) {

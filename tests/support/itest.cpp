@@ -216,7 +216,7 @@ std::string Sandbox::write(const std::string& name, const std::string& content) 
 }
 
 Recycler::Recycler(const std::vector<std::string>& args, const Sandbox& sandbox)
-    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}}) {}
+    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}, {}}) {}
 
 Recycler::Recycler(const std::vector<std::string>& args, Options options) {
   int fds[2];
@@ -231,6 +231,7 @@ Recycler::Recycler(const std::vector<std::string>& args, Options options) {
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   for (char** e = environ; *e; ++e) spec.env.emplace_back(*e);
   spec.env.insert(spec.env.end(), options.env.begin(), options.env.end());
+  spec.rlimits = options.rlimits;
   spec.cwd = options.cwd;
   spec.uid = options.uid;
   spec.gid = options.gid;

@@ -85,6 +85,7 @@ class Recycler {
     std::optional<gid_t> gid;
     std::string cwd;
     std::vector<std::string> env;  // "NAME=value", added to the test's own
+    std::vector<config::Rlimit> rlimits;
   };
   Recycler(const std::vector<std::string>& args, Options options);
   Recycler(const std::vector<std::string>& args, const Sandbox& sandbox);
