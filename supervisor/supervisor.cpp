@@ -35,6 +35,21 @@ std::vector<std::string> environment_for_workers() {
   return env;
 }
 
+// Each worker slot holds a few fds (output pipes, a pidfd, a cgroup directory)
+// and systemd's default soft RLIMIT_NOFILE of 1024 would cap recycler at a few
+// hundred workers. As systemd recommends, raise the soft limit to the hard one
+// for recycler alone and give workers the original: programs built on
+// select() break with descriptors above 1024.
+std::optional<config::Rlimit> raise_nofile_limit() {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max)
+    return std::nullopt;
+  config::Rlimit original{RLIMIT_NOFILE, nofile.rlim_cur, nofile.rlim_max};
+  nofile.rlim_cur = nofile.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) return std::nullopt;
+  return original;
+}
+
 }  // namespace
 
 void notify_systemd(const std::string& state) {
@@ -82,24 +97,24 @@ void Supervisor::defer(std::function<void()> fn) {
   });
 }
 
-// Each worker slot holds a few fds (output pipes, a pidfd, a cgroup directory)
-// and systemd's default soft RLIMIT_NOFILE of 1024 would cap recycler at a few
-// hundred workers. As systemd recommends, raise the soft limit to the hard one
-// for recycler alone and give workers the original: programs built on
-// select() break with descriptors above 1024.
-std::optional<config::Rlimit> raise_nofile_limit() {
-  rlimit nofile{};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max)
-    return std::nullopt;
-  config::Rlimit original{RLIMIT_NOFILE, nofile.rlim_cur, nofile.rlim_max};
-  nofile.rlim_cur = nofile.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) return std::nullopt;
-  return original;
-}
-
 int Supervisor::run() {
   log::init(config_.log.level, config_.log.format);
   context_.worker_nofile = raise_nofile_limit();
+  // First: a signal during start-up is handled once the loop runs, never by
+  // the default action that would leave cgroups behind.
+  for (int signum : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
+    auto* h = new uv_signal_t;
+    uv_signal_init(&loop_, h);
+    h->data = this;
+    signals_.emplace_back(h);
+    uv_signal_start(
+        h,
+        [](uv_signal_t* s, int sig) {
+          if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
+        },
+        signum);
+  }
+
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
   if (!opened) {
@@ -127,19 +142,6 @@ int Supervisor::run() {
       return 1;
     }
     programs_.emplace(p.name, std::move(program));
-  }
-
-  for (int signum : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
-    auto* h = new uv_signal_t;
-    uv_signal_init(&loop_, h);
-    h->data = this;
-    signals_.emplace_back(h);
-    uv_signal_start(
-        h,
-        [](uv_signal_t* s, int sig) {
-          if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
-        },
-        signum);
   }
 
   for (const config::ProgramConfig& p : config_.programs) {  // in file order

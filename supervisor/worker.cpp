@@ -113,15 +113,12 @@ void Worker::spawn() {
   spec.join_fds = cgroup_->open_join_fds();
   started_at_ = ctx_.timers.now();
 
-  Result<std::unique_ptr<Process>> started = Error{""};
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
                               [](const UniqueFd& fd) { return static_cast<bool>(fd); });
-  if (joinable) {
-    started = ctx_.launcher.launch(std::move(spec), OutputTag{program_->name, slot_},
-                                   [this](ExitStatus status) { on_exit(status); });
-  } else {
-    started = errno_error("cannot open " + cgroup_->path() + "/cgroup.procs");
-  }
+  Result<std::unique_ptr<Process>> started =
+      joinable ? ctx_.launcher.launch(std::move(spec), OutputTag{program_->name, slot_},
+                                      [this](ExitStatus status) { on_exit(status); })
+               : errno_error("cannot open the files that join its cgroup " + cgroup_->path());
   if (!started) {
     log::event(Level::Error, "start_failed",
                fmt::format("{} failed to start: {}", name_, started.error().message),

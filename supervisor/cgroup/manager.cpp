@@ -203,8 +203,8 @@ class CgroupWorker final : public WorkerCgroup {
 
 class CgroupManager final : public Manager {
  public:
-  CgroupManager(Layout layout, UniqueFd lock)
-      : layout_(std::move(layout)), lock_(std::move(lock)) {}
+  CgroupManager(Layout layout, UniqueFd lock, bool per_run_root)
+      : layout_(std::move(layout)), lock_(std::move(lock)), per_run_root_(per_run_root) {}
 
   const Layout& layout() const override { return layout_; }
   bool enforcing() const override { return true; }
@@ -246,17 +246,20 @@ class CgroupManager final : public Manager {
       for (const std::string& program : subdirectories(layout_.dir(h)))
         ::rmdir((layout_.dir(h) + "/" + program).c_str());
       ::rmdir(layout_.dir(h).c_str());
-      if (shared_parent_)  // the last wrap-mode run out removes recycler-run/
+      if (per_run_root_)  // the last wrap-mode run out removes recycler-run/
         ::rmdir((h.mount + layout_.root.substr(0, layout_.root.rfind('/'))).c_str());
     }
     lock_.reset();
   }
 
-  bool shared_parent_ = false;
+  // Kills and removes what crashed predecessors left behind: on this root,
+  // and with per-run roots on the siblings whose recycler is gone.
+  void clean_up_after_predecessors() {
+    clean_root(layout_.root);
+    if (per_run_root_) clean_abandoned_siblings();
+  }
 
-  // Kills and removes what a previous recycler on this root left behind.
-  void clean_stale() { clean_root(layout_.root); }
-
+ private:
   // Wrap mode: every run has its own root <parent>/<name>.<pid>. A sibling
   // whose recycler is gone (its lock is free and its pid no longer runs) was
   // left by one that crashed: clean it as its owner would have.
@@ -273,7 +276,6 @@ class CgroupManager final : public Manager {
     }
   }
 
- private:
   static bool abandoned(const std::string& dir) {
     size_t dot = dir.rfind('.');
     if (dot == std::string::npos) return false;
@@ -317,7 +319,6 @@ class CgroupManager final : public Manager {
     }
   }
 
- private:
   bool missing(const std::string& c) const {
     for (const std::string& m : layout_.missing)
       if (m == c) return true;
@@ -355,6 +356,7 @@ class CgroupManager final : public Manager {
 
   Layout layout_;
   UniqueFd lock_;
+  bool per_run_root_;
 };
 
 class FallbackWorker final : public WorkerCgroup {
@@ -479,12 +481,9 @@ Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths, OpenOpt
                    "; stop it first or give this one its own cgroup_root"};
     return errno_error("flock " + lock_dir);
   }
-  auto manager = std::make_unique<CgroupManager>(std::move(layout), std::move(lock));
-  manager->clean_stale();
-  if (options.per_run_root) {
-    manager->shared_parent_ = true;
-    manager->clean_abandoned_siblings();
-  }
+  auto manager =
+      std::make_unique<CgroupManager>(std::move(layout), std::move(lock), options.per_run_root);
+  manager->clean_up_after_predecessors();
   return std::unique_ptr<Manager>(std::move(manager));
 }
 

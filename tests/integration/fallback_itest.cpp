@@ -17,6 +17,17 @@ using ::testing::HasSubstr;
 
 constexpr uid_t kNobody = 65534;
 
+// recycler as the unprivileged user nobody, started (as root) where the
+// sandbox's recycler would be: on v2 its delegated cgroup.
+Recycler::Options as_nobody(const Sandbox& sb) {
+  Recycler::Options o;
+  o.join_fds = sb.join_fds();
+  o.uid = kNobody;
+  o.gid = kNobody;
+  o.cwd = sb.tmp();
+  return o;
+}
+
 TEST(Fallback, WithoutCgroupPermissionWorkersRunUnenforcedAndStopCompletely) {
   if (::geteuid() != 0)
     GTEST_SKIP() << "needs root to run recycler as the unprivileged user nobody";
@@ -27,12 +38,7 @@ TEST(Fallback, WithoutCgroupPermissionWorkersRunUnenforcedAndStopCompletely) {
     limits: {memory_max: 64MiB}
     stop: {timeout: 2s}
 )");
-  Recycler::Options as_nobody;
-  as_nobody.join_fds = sb.join_fds();  // v2: its delegated cgroup, entered as root
-  as_nobody.uid = kNobody;
-  as_nobody.gid = kNobody;
-  as_nobody.cwd = sb.tmp();
-  Recycler r({"run", "-c", cfg}, std::move(as_nobody));
+  Recycler r({"run", "-c", cfg}, as_nobody(sb));
   auto warning = r.wait_for("limits are NOT enforced");
   ASSERT_TRUE(warning);
   EXPECT_THAT(*warning, HasSubstr("no permission"));
@@ -67,12 +73,7 @@ TEST(Fallback, CheckShowsTheLimitsAsNotEnforced) {
     command: ["sleep", "1"]
     limits: {memory_max: 64MiB}
 )");
-  Recycler::Options as_nobody;
-  as_nobody.join_fds = sb.join_fds();  // v2: its delegated cgroup, entered as root
-  as_nobody.uid = kNobody;
-  as_nobody.gid = kNobody;
-  as_nobody.cwd = sb.tmp();
-  Recycler r({"check", "-c", cfg}, std::move(as_nobody));
+  Recycler r({"check", "-c", cfg}, as_nobody(sb));
   EXPECT_EQ(r.exit_code(), 0);
   EXPECT_THAT(r.output(),
               HasSubstr("app: sleep 1; 1 instance; memory_max 64 MiB; restart on-failure "
