@@ -80,7 +80,6 @@ class Worker {
   std::optional<pid_t> pid() const;
   // How the last run ended (the failure, for a failed start).
   std::optional<ExitStatus> last_exit() const { return last_exit_; }
-  cgroup::WorkerCgroup& cgroup() { return *cgroup_; }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout{5000};

@@ -48,7 +48,6 @@ class Sandbox {
   // Why cgroup tests cannot run here, if they cannot.
   static std::optional<std::string> skip_reason();
 
-  cgroup::Mode mode() const { return layout_.mode; }
   bool v2() const { return layout_.mode == cgroup::Mode::V2; }
   // The config's cgroup_root for this test.
   const std::string& cgroup_root() const { return root_; }
@@ -94,7 +93,6 @@ class Recycler {
   Recycler& operator=(const Recycler&) = delete;
 
   pid_t pid() const { return pid_; }
-  bool started() const { return pid_ > 0; }
 
   // The first line (after the last match) containing `needle`; nullopt and a
   // test failure with the whole output on timeout.

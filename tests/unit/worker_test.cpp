@@ -22,7 +22,6 @@ using testing::FakeCgroupState;
 using testing::FakeLauncher;
 using testing::FakeTimers;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::LogCapture;
 
 ExitStatus exited(int code) {
