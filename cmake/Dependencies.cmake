@@ -2,6 +2,8 @@
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv>=1.44)
 pkg_check_modules(LIBCGROUP REQUIRED IMPORTED_TARGET libcgroup>=2.0)
+# Request-counting patterns on worker output: named groups, and JIT for the hot path.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8>=10.40)
 find_package(yaml-cpp 0.7 REQUIRED)
 find_package(spdlog 1.10 REQUIRED)
 find_package(fmt REQUIRED)

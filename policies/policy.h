@@ -30,36 +30,69 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
 // Memory and activity of one worker at one instant. Fields a probe could not
-// measure stay empty; policies decide what an empty field means for them.
+// measure stay empty; policies decide what an empty field means for them
+// (usually: no opinion).
 struct ProcessSample {
   pid_t pid = 0;
-  std::optional<uint64_t> rss, pss, uss;
+  bool main = false;  // the worker's main process (a pre-fork server's master)
+  // Already being recycled (signalled, or waiting its turn): process-scope
+  // policies pass over it, so that the next offender is found meanwhile.
+  bool recycling = false;
+  std::optional<uint64_t> rss, pss, uss;  // bytes, /proc/PID/smaps_rollup (rss: statm fallback)
   std::optional<uint32_t> threads;
+  std::optional<uint64_t> requests;  // completed by this process since it was first seen
 };
 
 struct Sample {
   TimePoint t;
-  std::optional<uint64_t> current, anon, file, kernel, shmem;  // the worker's cgroup, bytes
-  std::optional<uint32_t> threads;
-  std::optional<uint64_t> requests;  // cumulative since the worker started
+  // The worker's cgroup, bytes: memory.current / memory.usage_in_bytes, and
+  // memory.stat by kind (v1 names mapped: rss -> anon, cache -> file).
+  std::optional<uint64_t> current, anon, file, kernel, shmem;
+  std::optional<double> pressure;    // v2 memory.pressure "some avg10", percent
+  std::optional<uint64_t> device;    // device bytes the worker reported (RECYCLER_DEVICE_BYTES)
+  std::optional<uint32_t> threads;   // every thread of every process of the worker
+  std::optional<uint64_t> requests;  // completed since the worker started
   std::vector<ProcessSample> processes;
 };
 
+// What a policy reads, so that probes skip what nobody asked for
+// (smaps_rollup walks page tables; a cgroup read does not).
+enum Needs : unsigned {
+  kNeedsCgroupMemory = 1u << 0,   // current, anon, file, kernel, shmem, pressure
+  kNeedsProcessMemory = 1u << 1,  // per-process rss, pss, uss
+  kNeedsThreads = 1u << 2,        // Sample::threads and per-process threads
+  kNeedsRequests = 1u << 3,       // request counts: evaluated again on every report
+  kNeedsDevice = 1u << 4,
+  kNeedsProcesses = 1u << 5,  // the process list itself (scope: process)
+};
+
 struct Decision {
-  enum class Action { None, Recycle, SignalProcess };
+  enum class Action {
+    None,
+    Restart,     // stop the worker gracefully and start its replacement
+    Checkpoint,  // ask the worker to checkpoint, then restart it
+    Signal,      // signal one process inside the worker (scope: process)
+  };
   Action action = Action::None;
-  std::string reason;  // a sentence with the figures that led to the decision
-  pid_t pid = 0;       // SignalProcess: which process
+  std::string reason;  // a sentence with the figures: "uss 612 MiB > 600 MiB for 10s"
+  pid_t pid = 0;       // Signal: which process
+  int signal = 0;      // Signal: which signal (0 means SIGTERM)
+  std::optional<double> predicted_s;  // seconds until the limit, where a policy predicts one
 
   static Decision none() { return {}; }
   explicit operator bool() const { return action != Action::None; }
 };
 
+const char* to_string(Decision::Action action);  // "none", "restart", "checkpoint", "signal"
+
 // What a policy may know about the worker it watches, fixed at spawn.
 struct WorkerContext {
   TimePoint started;
-  std::optional<uint64_t> memory_max;
-  std::mt19937_64* rng = nullptr;  // for jitter drawn once at spawn
+  std::optional<uint64_t> memory_max;  // the cgroup's hard limit, when one is set
+  // Jitter is drawn from a generator seeded with this, once per worker (at
+  // start) or once per process (when the process is first seen), so a state
+  // is deterministic given its seed.
+  uint64_t seed = 0;
 };
 
 class PolicyState {
@@ -71,8 +104,25 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string_view name() const = 0;
+  // Which parts of a Sample this policy reads (Needs bits).
+  virtual unsigned needs() const = 0;
+  // True when a limit is a percentage of memory_max: the config must set one.
+  virtual bool needs_memory_max() const { return false; }
+  // True when a fresh worker could trip it at once because of what it
+  // measures (memory, threads), as opposed to its age or work done. A
+  // replacement tripping such a policy again within min_uptime is a recycle
+  // loop, and the supervisor backs off instead of recycling it in a loop.
+  virtual bool may_loop() const { return false; }
+  // The memory level (bytes of the cgroup's `current`) above which this policy
+  // may fire without a `for:` delay, so the kernel can wake the supervisor
+  // when a spike crosses it (the fast path); nullopt when it has none.
+  virtual std::optional<uint64_t> fast_threshold(const WorkerContext&) const {
+    return std::nullopt;
+  }
   // Called when a worker starts; the returned state lives as long as the worker.
   virtual std::unique_ptr<PolicyState> start(const WorkerContext& worker) const = 0;
+  // Called on every Sample (in time order). Per-process state is created when
+  // a pid first appears and forgotten when it is no longer in the Sample.
   virtual Decision evaluate(const Sample& sample, PolicyState& state) const = 0;
 };
 

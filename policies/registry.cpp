@@ -26,4 +26,18 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
+const char* to_string(Decision::Action action) {
+  switch (action) {
+    case Decision::Action::None:
+      return "none";
+    case Decision::Action::Restart:
+      return "restart";
+    case Decision::Action::Checkpoint:
+      return "checkpoint";
+    case Decision::Action::Signal:
+      return "signal";
+  }
+  return "?";
+}
+
 }  // namespace recycler::policies

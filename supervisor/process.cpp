@@ -145,6 +145,7 @@ class ProcessTable::Child final : public Process {
     }
     void emit(std::string_view line, bool partial) {
       log::output(owner_->tag_.program, owner_->tag_.slot, owner_->pid_, stream_, line, partial);
+      if (!partial && owner_->tag_.observe) owner_->tag_.observe(owner_->pid_, line);
     }
 
     Child* owner_;

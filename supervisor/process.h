@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "supervisor/spawn.h"
 #include "supervisor/util/result.h"
@@ -44,6 +45,9 @@ class Process {
 struct OutputTag {
   std::string program;
   unsigned slot = 0;
+  // Sees every whole line (not the pieces of an over-long one) after it is
+  // logged: request counting by pattern. Optional.
+  std::function<void(pid_t pid, std::string_view line)> observe;
 };
 
 class Launcher {

@@ -67,6 +67,13 @@ std::string describe_program(const config::ProgramConfig& p) {
   if (p.threads) out += fmt::format("; threads {}", *p.threads);
   if (p.user) out += "; user " + *p.user;
   out += std::string("; restart ") + config::to_string(p.restart.mode);
+  if (!p.policies.empty()) {
+    std::vector<std::string> sources;
+    for (const config::PolicyConfig& policy : p.policies) sources.push_back(policy.source);
+    out += fmt::format("; policies (every {}): {}", config::format_duration(p.sample_interval),
+                       join(sources, ", "));
+  }
+  if (p.requests) out += "; requests counted by pattern " + p.requests->pattern;
   return out;
 }
 

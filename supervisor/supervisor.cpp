@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstddef>
 #include <cstring>
@@ -73,12 +74,21 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
       rng_(std::random_device{}()),
       base_env_(environment_for_workers()),
       context_{timers_, processes_, rng_, base_env_,
-               [this](Worker&) { schedule_finished_check(); }} {
+               [this](Worker& w) {
+                 if (ProgramMonitor* m = monitor_of(w)) m->on_state_change(w);
+                 schedule_finished_check();
+               }},
+      procs_(options_.paths.proc) {
+  context_.on_output = [this](Worker& w, pid_t pid, std::string_view line) {
+    if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
+  };
   uv_loop_init(&loop_);
 }
 
 Supervisor::~Supervisor() {
+  for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
+  notify_.reset();
   signals_.clear();
   defer_timer_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
@@ -132,6 +142,8 @@ int Supervisor::run() {
         "session from /proc instead",
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 
+  open_notify_socket();
+
   // Every cgroup is created before anything starts: a failure starts nothing.
   for (const config::ProgramConfig& p : config_.programs) {
     Program program;
@@ -167,7 +179,19 @@ bool Supervisor::create_workers(Program& program) {
     program.workers.push_back(
         std::make_unique<Worker>(context_, program.config, slot, std::move(cg.value())));
   }
+  program.monitor =
+      std::make_unique<ProgramMonitor>(monitor_context_, program.config, program.workers);
   return true;
+}
+
+void Supervisor::clear_workers(Program& program) {
+  program.monitor.reset();
+  program.workers.clear();  // each removes its cgroup
+}
+
+ProgramMonitor* Supervisor::monitor_of(const Worker& worker) {
+  auto it = programs_.find(worker.program().name);
+  return it == programs_.end() ? nullptr : it->second.monitor.get();
 }
 
 void Supervisor::start_program(Program& program) {
@@ -215,7 +239,7 @@ void Supervisor::replace_program(const std::string& name,
     auto it = programs_.find(name);
     if (it == programs_.end() || shutting_down_) return;
     Program& p = it->second;
-    p.workers.clear();  // removes their cgroups
+    clear_workers(p);
     p.replacing = false;
     if (!p.next) {
       cgroups_->remove_program(name);
@@ -232,6 +256,67 @@ void Supervisor::replace_program(const std::string& name,
     else
       schedule_finished_check();
   });
+}
+
+void Supervisor::open_notify_socket() {
+  auto opened = notify::NotifySocket::open(
+      &loop_, [this](const notify::NotifySocket::Datagram& d) { on_notify(d); });
+  if (!opened) {
+    log::warn(
+        "no notify socket for workers (request counts and READY=1 will not reach "
+        "recycler): {}",
+        opened.error().message);
+    return;
+  }
+  notify_ = std::move(opened.value());
+  context_.notify_socket = notify_->address();
+}
+
+void Supervisor::on_notify(const notify::NotifySocket::Datagram& d) {
+  notify::NotifyMessage message = notify::parse_message(d.data);
+  Worker* worker = worker_of(d.pid);
+  bool foreign = worker == nullptr;
+  if (foreign) ++notify_foreign_;
+  if (!message.problems.empty()) ++notify_malformed_;
+  // Whatever a process sends costs at most one warning every 10 s.
+  if ((foreign || !message.problems.empty()) &&
+      timers_.now() - notify_warned_ >= std::chrono::seconds(10)) {
+    notify_warned_ = timers_.now();
+    if (foreign)
+      log::warn("notify socket: ignored a message from pid {}, which is not a worker ({} so far)",
+                d.pid, notify_foreign_);
+    else
+      log::warn("notify socket: {}: malformed message from pid {} ({} so far): {}", worker->name(),
+                d.pid, notify_malformed_, message.problems.front());
+  }
+  if (foreign) return;
+  if (ProgramMonitor* m = monitor_of(*worker)) m->on_notify(*worker, d.pid, message);
+}
+
+Worker* Supervisor::worker_of(pid_t pid) {
+  auto live = [](const Worker& w) {
+    return w.state() == WorkerState::Running || w.state() == WorkerState::Stopping;
+  };
+  if (auto it = senders_.find(pid); it != senders_.end()) {
+    auto p = programs_.find(it->second.program);
+    if (p != programs_.end() && it->second.slot < p->second.workers.size()) {
+      Worker& w = *p->second.workers[it->second.slot];
+      if (w.generation() == it->second.generation && live(w)) return &w;
+    }
+    senders_.erase(it);
+  }
+  if (pid <= 0) return nullptr;
+  for (auto& [name, program] : programs_) {
+    for (auto& w : program.workers) {
+      if (!live(*w)) continue;
+      std::vector<pid_t> pids = w->cgroup().pids();
+      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) continue;
+      if (senders_.size() >= 4096) senders_.clear();  // bounded; refilled on demand
+      senders_[pid] = Sender{name, w->slot(), w->generation()};
+      return w.get();
+    }
+  }
+  return nullptr;
 }
 
 void Supervisor::on_signal(int signum) {
@@ -354,12 +439,13 @@ void Supervisor::shutdown(int exit_code, bool force) {
 
 void Supervisor::finish_shutdown() {
   for (auto& [name, program] : programs_) {
-    program.workers.clear();  // each removes its cgroup
+    clear_workers(program);
     cgroups_->remove_program(name);
   }
   programs_.clear();
   cgroups_->close();
   signals_.clear();
+  notify_.reset();
   log::info("recycler stopped");
   uv_stop(&loop_);
 }

@@ -21,6 +21,9 @@
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/monitor.h"
+#include "supervisor/notify/socket.h"
+#include "supervisor/probe/probe.h"
 #include "supervisor/process.h"
 #include "supervisor/uv.h"
 #include "supervisor/worker.h"
@@ -48,6 +51,8 @@ class Supervisor {
   struct Program {
     std::shared_ptr<const config::ProgramConfig> config;
     std::vector<std::unique_ptr<Worker>> workers;
+    // Declared after the workers, so destroyed before them: it watches them.
+    std::unique_ptr<ProgramMonitor> monitor;
     // Set while the program is being stopped for a reload: what comes next
     // (a new config, or nullptr when the program was removed).
     bool replacing = false;
@@ -59,6 +64,12 @@ class Supervisor {
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
   void warn_unenforced(const config::ProgramConfig& program);
+
+  void clear_workers(Program& program);
+  ProgramMonitor* monitor_of(const Worker& worker);
+  void open_notify_socket();
+  void on_notify(const notify::NotifySocket::Datagram& datagram);
+  Worker* worker_of(pid_t pid);
 
   void on_signal(int signum);
   void reload();
@@ -79,6 +90,20 @@ class Supervisor {
   std::mt19937_64 rng_;
   std::vector<std::string> base_env_;
   WorkerContext context_;
+  probe::ProcessReader procs_;
+  MonitorContext monitor_context_{&loop_, timers_, procs_, rng_};
+  std::unique_ptr<notify::NotifySocket> notify_;
+  // Which worker a notify sender belongs to: found once through the cgroups,
+  // then remembered (program, slot, generation) while that run lasts.
+  struct Sender {
+    std::string program;
+    unsigned slot = 0;
+    unsigned generation = 0;
+  };
+  std::map<pid_t, Sender> senders_;
+  uint64_t notify_foreign_ = 0;
+  uint64_t notify_malformed_ = 0;
+  TimePoint notify_warned_{};
   std::unique_ptr<cgroup::Manager> cgroups_;
   std::map<std::string, Program> programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;

@@ -36,7 +36,7 @@ const char* to_string(WorkerState state) {
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
-                                            unsigned generation) {
+                                            unsigned generation, const std::string& notify_socket) {
   std::map<std::string, std::string> env;
   for (const std::string& kv : base) {
     size_t eq = kv.find('=');
@@ -50,6 +50,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   env["RECYCLER_PROGRAM"] = program.name;
   env["RECYCLER_SLOT"] = std::to_string(slot);
   env["RECYCLER_GENERATION"] = std::to_string(generation);
+  // sd_notify(3) senders (READY=1, STATUS=...) and RECYCLER_REQUESTS=N reach recycler.
+  if (!notify_socket.empty()) env["NOTIFY_SOCKET"] = notify_socket;
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
@@ -101,7 +103,7 @@ void Worker::spawn() {
 
   LaunchSpec spec;
   spec.argv = program_->command;
-  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_);
+  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, ctx_.notify_socket);
   spec.cwd = program_->cwd;
   spec.uid = program_->uid;
   spec.gid = program_->gid;
@@ -116,7 +118,7 @@ void Worker::spawn() {
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
                               [](const UniqueFd& fd) { return static_cast<bool>(fd); });
   Result<std::unique_ptr<Process>> started =
-      joinable ? ctx_.launcher.launch(std::move(spec), OutputTag{program_->name, slot_},
+      joinable ? ctx_.launcher.launch(std::move(spec), output_tag(),
                                       [this](ExitStatus status) { on_exit(status); })
                : errno_error("cannot open the files that join its cgroup " + cgroup_->path());
   if (!started) {
@@ -145,6 +147,13 @@ void Worker::spawn() {
               {"generation", generation_},
               {"cgroup", cgroup_->path()}});
   set_state(WorkerState::Running);
+}
+
+OutputTag Worker::output_tag() {
+  OutputTag tag{program_->name, slot_, nullptr};
+  if (program_->requests && ctx_.on_output)
+    tag.observe = [this](pid_t pid, std::string_view line) { ctx_.on_output(*this, pid, line); };
+  return tag;
 }
 
 void Worker::on_exit(ExitStatus status) {
@@ -179,14 +188,15 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
     message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
-  Level level = stop_requested_ || (status.success() && !oom) ? Level::Info : Level::Warn;
+  bool requested = stop_requested_ || recycling();
+  Level level = requested || (status.success() && !oom) ? Level::Info : Level::Warn;
   log::Fields fields{{"program", program_->name},
                      {"slot", slot_},
                      {"pid", process_ ? process_->pid() : 0},
                      {"generation", generation_},
                      {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
                      {"oom_kill", oom},
-                     {"requested", stop_requested_}};
+                     {"requested", requested}};
   if (status.signaled)
     fields.emplace_back("signal", config::signal_name(status.signal));
   else
@@ -213,7 +223,18 @@ void Worker::after_drain() {
   timer_.reset();
   process_.reset();  // its last output is logged before what happens next
   if (stop_requested_) {
+    recycle_delay_.reset();
     finish_stop();
+    return;
+  }
+  if (recycle_delay_) {
+    Duration delay = *std::exchange(recycle_delay_, std::nullopt);
+    if (delay <= Duration{0}) {
+      spawn();
+      return;
+    }
+    set_state(WorkerState::Backoff);
+    timer_ = ctx_.timers.after(delay, [this] { spawn(); });
     return;
   }
   schedule_restart(last_uptime_, false);
@@ -283,6 +304,18 @@ void Worker::stop(std::function<void()> done) {
       fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
                   config::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
       {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
+  send_stop_signal();
+}
+
+bool Worker::recycle(Duration delay) {
+  if (state_ != WorkerState::Running || stop_requested_) return false;
+  recycle_delay_ = delay;
+  send_stop_signal();
+  return true;
+}
+
+void Worker::send_stop_signal() {
+  const config::StopConfig& s = program_->stop;
   set_state(WorkerState::Stopping);
   process_->signal(s.signal);
   timer_ = ctx_.timers.after(s.timeout, [this] {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policies/restart_backoff.h"
@@ -47,13 +48,18 @@ struct WorkerContext {
   // The RLIMIT_NOFILE recycler itself was given, restored in workers whose
   // config sets none (recycler raises its own soft limit; see Supervisor::run).
   std::optional<config::Rlimit> worker_nofile = std::nullopt;
+  // NOTIFY_SOCKET for workers ("" = none): recycler's own notify socket.
+  std::string notify_socket = {};
+  // Every whole output line of a program that counts requests by pattern.
+  std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
 };
 
 // The environment of one start of a slot: base, then the program's env, then
 // the thread-count variables (unless env sets them), then RECYCLER_*.
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
-                                            unsigned generation);
+                                            unsigned generation,
+                                            const std::string& notify_socket = "");
 
 class Worker {
  public:
@@ -71,8 +77,15 @@ class Worker {
   void stop(std::function<void()> done);
   // Kills every process of the slot now and stops it.
   void kill(std::function<void()> done);
+  // Recycles a running worker: the stop signal, SIGKILL to its cgroup after
+  // stop.timeout, then a fresh start after `delay` (zero: at once). Not a
+  // crash: no backoff, no crash-loop count. False when it is not running.
+  bool recycle(Duration delay);
+  bool recycling() const { return recycle_delay_.has_value(); }
 
   WorkerState state() const { return state_; }
+  cgroup::WorkerCgroup& cgroup() const { return *cgroup_; }
+  TimePoint started_at() const { return started_at_; }
   const std::string& name() const { return name_; }
   const config::ProgramConfig& program() const { return *program_; }
   unsigned slot() const { return slot_; }
@@ -88,12 +101,14 @@ class Worker {
  private:
   void set_state(WorkerState s);
   void spawn();
+  OutputTag output_tag();
   void on_exit(ExitStatus status);
   void report_exit(const ExitStatus& status, Duration uptime);
   void drain(TimePoint deadline);
   void after_drain();
   void schedule_restart(Duration uptime, bool failed_start);
   void finish_stop();
+  void send_stop_signal();
 
   WorkerContext& ctx_;
   std::shared_ptr<const config::ProgramConfig> program_;
@@ -111,6 +126,7 @@ class Worker {
   std::optional<ExitStatus> last_exit_;
   Duration last_uptime_{0};
   bool stop_requested_ = false;
+  std::optional<Duration> recycle_delay_;
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
 };

@@ -1,14 +1,19 @@
 // leaky: a worker that leaks memory on purpose, for recycler's demo and tests.
 //
-//   leaky [--rate SIZE/s] [--step MS] [--max SIZE] [--hold]
+//   leaky [--rate SIZE/s] [--step MS] [--max SIZE] [--hold] [--requests N]
 //
 // Every --step milliseconds it allocates rate*step bytes and touches every
 // page (so the memory is really resident and charged to its cgroup), printing
 // how much it holds. With --max it stops growing there; with --hold it then
-// sleeps instead of exiting. SIGTERM makes it exit 0.
+// sleeps instead of exiting. With --requests it also reports N requests served
+// per step to $NOTIFY_SOCKET (RECYCLER_REQUESTS=N), like a server would.
+// SIGTERM makes it exit 0.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +46,23 @@ long long parse_size(const char* text) {
   return static_cast<long long>(v * mult);
 }
 
+// One sd_notify(3)-style datagram to $NOTIFY_SOCKET ("@name": abstract namespace).
+void notify(const std::string& message) {
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (!path || !*path) return;
+  sockaddr_un addr{};
+  size_t len = std::strlen(path);
+  if (len >= sizeof addr.sun_path) return;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path, len);
+  if (path[0] == '@') addr.sun_path[0] = '\0';
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sendto(fd, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+         static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+  close(fd);
+}
+
 void sleep_ms(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && !g_stop) {
@@ -54,6 +76,7 @@ int main(int argc, char** argv) {
   long step_ms = 100;
   long long max = 0;
   bool hold = false;
+  long requests = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--rate" && i + 1 < argc)
@@ -64,8 +87,11 @@ int main(int argc, char** argv) {
       max = parse_size(argv[++i]);
     else if (a == "--hold")
       hold = true;
+    else if (a == "--requests" && i + 1 < argc)
+      requests = std::atol(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: leaky [--rate SIZE] [--step MS] [--max SIZE] [--hold]\n");
+      std::fprintf(stderr,
+                   "usage: leaky [--rate SIZE] [--step MS] [--max SIZE] [--hold] [--requests N]\n");
       return 2;
     }
   }
@@ -98,6 +124,7 @@ int main(int argc, char** argv) {
       std::printf("leaky: reached %lld MiB, exiting\n", held >> 20);
       return 0;
     }
+    if (requests > 0) notify("RECYCLER_REQUESTS=" + std::to_string(requests));
     sleep_ms(step_ms);
   }
   std::printf("leaky: SIGTERM, exiting with %lld MiB held\n", held >> 20);

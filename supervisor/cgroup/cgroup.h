@@ -81,6 +81,14 @@ class WorkerCgroup {
   // The kernel's OOM-kill counter for this cgroup; nullopt when unknown.
   virtual std::optional<uint64_t> oom_kills() const = 0;
   virtual bool enforcing() const = 0;
+  // The worker's memory cgroup directory for probes and the fast path: an
+  // O_PATH fd owned by this object, and whether it is cgroup v2. nullopt
+  // without a memory cgroup (fallback mode, or no memory controller).
+  struct MemoryDir {
+    int fd = -1;
+    bool v2 = false;
+  };
+  virtual std::optional<MemoryDir> memory_dir() const = 0;
   // Removes the cgroup; an error with code EBUSY means "not empty yet, try again".
   virtual Status remove() = 0;
 };

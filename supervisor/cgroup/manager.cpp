@@ -106,6 +106,13 @@ class CgroupWorker final : public WorkerCgroup {
   void adopt(pid_t) override {}
   bool enforcing() const override { return true; }
 
+  std::optional<MemoryDir> memory_dir() const override {
+    if (dirs_.empty() || !primary().fd) return std::nullopt;
+    bool v2 = mode_ == Mode::V2;
+    if (!v2 && primary().controller != "memory") return std::nullopt;
+    return MemoryDir{primary().fd.get(), v2};
+  }
+
   std::vector<pid_t> pids() const override {
     std::set<pid_t> all;
     for (const Dir& d : dirs_) {
@@ -397,6 +404,7 @@ class FallbackWorker final : public WorkerCgroup {
     for (pid_t p : pids()) ::kill(p, SIGKILL);
   }
   std::optional<uint64_t> oom_kills() const override { return std::nullopt; }
+  std::optional<MemoryDir> memory_dir() const override { return std::nullopt; }
   Status remove() override { return Ok{}; }
 
  private:

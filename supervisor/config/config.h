@@ -81,6 +81,13 @@ struct PolicyConfig {
   bool operator==(const PolicyConfig& o) const { return name == o.name && source == o.source; }
 };
 
+// Counting requests from the worker's output: each line matching `pattern`
+// is one request; a named group (?<pid>...) says which process served it.
+struct RequestsConfig {
+  std::string pattern;
+  bool operator==(const RequestsConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -98,6 +105,12 @@ struct ProgramConfig {
   StopConfig stop;
   RestartConfig restart;
   std::vector<PolicyConfig> policies;
+  Duration sample_interval = 1s;         // how often policies see a fresh Sample
+  unsigned max_concurrent_recycles = 1;  // per program: capacity never drops all at once
+  // A replacement that trips the same memory/thread policy sooner than this
+  // after starting is in a recycle loop: its restarts back off.
+  Duration min_uptime = 5s;
+  std::optional<RequestsConfig> requests;
 
   bool operator==(const ProgramConfig&) const = default;
 };

@@ -25,6 +25,7 @@
 
 #include "policies/policy.h"
 #include "supervisor/config/units.h"
+#include "supervisor/notify/output_match.h"
 #include "supervisor/util/fd.h"
 
 namespace recycler::config {
@@ -265,9 +266,23 @@ void set(T& out, const std::optional<U>& v) {
 
 constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "programs"};
 constexpr std::string_view kLogKeys[] = {"level", "format"};
-constexpr std::string_view kProgramKeys[] = {"command", "env",       "cwd",     "user",
-                                             "group",   "instances", "threads", "limits",
-                                             "rlimits", "stop",      "restart", "policies"};
+constexpr std::string_view kProgramKeys[] = {"command",
+                                             "env",
+                                             "cwd",
+                                             "user",
+                                             "group",
+                                             "instances",
+                                             "threads",
+                                             "limits",
+                                             "rlimits",
+                                             "stop",
+                                             "restart",
+                                             "policies",
+                                             "requests",
+                                             "sample_interval",
+                                             "max_concurrent_recycles",
+                                             "min_uptime"};
+constexpr std::string_view kRequestsKeys[] = {"pattern"};
 constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
 constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
 constexpr std::string_view kRestartKeys[] = {"mode", "backoff", "crash_loop"};
@@ -280,6 +295,7 @@ constexpr unsigned kMaxThreads = 4096;
 constexpr uint64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT on 64-bit Linux
 constexpr double kMaxCpus = 1024;
 constexpr unsigned kMaxCrashLoop = 1'000'000;
+constexpr Duration kMinSampleInterval = 10ms;
 
 void parse_log(const Field& f, LogConfig& log, Report& r) {
   auto map = read_map(f, r, kLogKeys);
@@ -695,7 +711,6 @@ class PolicyErrors : public policies::ErrorSink {
 std::string unknown_policy(const std::string& name) {
   auto names = policies::Registry::instance().names();
   std::string message = "unknown policy " + quote(name);
-  if (names.empty()) return message + " (no policies are available in this build)";
   if (auto hint = suggest(name, names); !hint.empty())
     return message + "; did you mean " + quote(hint) + "?";
   std::string list;
@@ -720,7 +735,12 @@ std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
     r.error(entry.first.Mark(), item.path + ": " + unknown_policy(name));
     return std::nullopt;
   }
-  check_duplicate_keys(args, r);
+  // The factory reports duplicates among the policy's own keys (policies/args.h);
+  // nested maps are checked here.
+  if (args.value.IsMap())
+    for (const auto& arg : args.value)
+      if (arg.first.IsScalar())
+        check_duplicate_keys(args.child(arg.first.Scalar(), arg.second, arg.first.Mark()), r);
   PolicyErrors errors(r, args.path + ": ", args.key_mark);
   std::unique_ptr<policies::Policy> policy;
   // An empty node carries the mark of the next token, possibly lines below;
@@ -745,8 +765,29 @@ std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
 void parse_policies(const Field& f, ProgramConfig& p, Report& r) {
   if (f.null()) return;
   if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a list");
-  for (size_t i = 0; i < f.value.size(); ++i)
-    if (auto policy = parse_policy(f.item(i, f.value[i]), r)) p.policies.push_back(*policy);
+  for (size_t i = 0; i < f.value.size(); ++i) {
+    Field item = f.item(i, f.value[i]);
+    auto policy = parse_policy(item, r);
+    if (!policy) continue;
+    if (policy->policy->needs_memory_max() && !p.limits.memory_max)
+      r.error(item.value.begin()->first.Mark(),
+              item.path + "." + policy->name +
+                  ": a percentage limit needs limits.memory_max, which is not set");
+    p.policies.push_back(*policy);
+  }
+}
+
+void parse_requests(const Field& f, ProgramConfig& p, Report& r) {
+  auto map = read_map(f, r, kRequestsKeys);
+  if (!map) return;
+  const Field* v = map->get("pattern");
+  if (!v) return r.error(f.mark(), f.path + ".pattern is required");
+  auto text = read_scalar(*v, "a string", r);
+  if (!text) return;
+  std::string why;
+  if (!notify::OutputMatcher::compile(*text, &why))
+    return r.error(v->mark(), v->path + ": invalid pattern " + quote(*text) + ": " + why);
+  p.requests = RequestsConfig{*text};
 }
 
 // ---------------------------------------------------------------------------
@@ -820,6 +861,17 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   if (auto* v = map->find("stop")) parse_stop(*v, p.stop, r);
   if (auto* v = map->find("restart")) parse_restart(*v, p.restart, r);
   if (auto* v = map->find("policies")) parse_policies(*v, p, r);
+  if (auto* v = map->find("requests")) parse_requests(*v, p, r);
+  if (auto* v = map->get("sample_interval")) {
+    if (auto d = read_duration(*v, r); d && *d < kMinSampleInterval)
+      r.error(v->mark(), v->path + ": " + format_duration(*d) + " is too short; at least " +
+                             format_duration(kMinSampleInterval));
+    else
+      set(p.sample_interval, d);
+  }
+  if (auto* v = map->get("max_concurrent_recycles"))
+    set(p.max_concurrent_recycles, read_integer(*v, 1, kMaxInstances, r));
+  if (auto* v = map->get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, r);
   return p;
 }
@@ -864,29 +916,6 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   return std::move(r).finish(std::move(config));
 }
 
-// Damerau-Levenshtein (optimal string alignment): a swapped pair of letters,
-// the commonest typo, costs 1 rather than 2.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 std::string Diagnostic::str() const {
@@ -914,22 +943,6 @@ bool valid_program_name(std::string_view name) {
   auto ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || one_of(c, "_.-"); };
   return !name.empty() && name.size() <= 64 && name.front() != '.' &&
          std::all_of(name.begin(), name.end(), ok);
-}
-
-std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
-  // Case is ignored, so "Memory_Max" finds "memory_max" at distance 0.
-  std::string lower = lowercase(word);
-  size_t limit = std::max<size_t>(1, word.size() / 3);
-  std::string best;
-  size_t best_distance = limit + 1;
-  for (const auto& candidate : candidates) {
-    size_t d = edit_distance(lower, lowercase(candidate));
-    if (d < best_distance) {
-      best = candidate;
-      best_distance = d;
-    }
-  }
-  return best;
 }
 
 }  // namespace recycler::config

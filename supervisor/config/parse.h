@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "supervisor/config/config.h"
+#include "supervisor/config/units.h"  // suggest()
 
 namespace recycler::config {
 
@@ -34,9 +35,5 @@ LoadResult parse_string(std::string_view yaml, const std::string& file_name);
 
 // Error-free checks shared with the command line's wrap mode.
 bool valid_program_name(std::string_view name);
-
-// The closest candidate by edit distance when it is close enough to be a likely typo
-// ("memory_mx" -> "memory_max"); "" otherwise.
-std::string suggest(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace recycler::config

@@ -1,10 +1,12 @@
 #include "supervisor/config/units.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <csignal>
 #include <limits>
+#include <vector>
 
 namespace recycler::config {
 namespace {
@@ -305,6 +307,43 @@ std::string signal_name(int sig) {
   if (sig == SIGRTMIN) return "SIGRTMIN";
   if (sig > SIGRTMIN && sig <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
   return "signal " + std::to_string(sig);
+}
+
+namespace {
+
+// Damerau-Levenshtein (optimal string alignment): a swapped pair of letters,
+// the commonest typo, costs 1 rather than 2.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  // Case is ignored, so "Memory_Max" finds "memory_max" at distance 0.
+  std::string lower = lowercase(word);
+  size_t limit = std::max<size_t>(1, word.size() / 3);
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const auto& candidate : candidates) {
+    size_t d = edit_distance(lower, lowercase(candidate));
+    if (d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
 }
 
 }  // namespace recycler::config

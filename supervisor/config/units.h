@@ -1,14 +1,16 @@
 // Human-friendly sizes, durations and signal names, in both directions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include "supervisor/config/config.h"
+#include <vector>
 
 namespace recycler::config {
+
+using Duration = std::chrono::milliseconds;  // as in config.h
 
 // Sizes: "1048576", "512K", "512KiB", "512M", "512MiB", "1.5G", "2GiB", "1T", "1TiB", with an
 // optional "B" for plain bytes ("4096B"). K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024.
@@ -30,5 +32,9 @@ std::string format_size(uint64_t bytes);
 std::string format_duration(Duration d);
 // "SIGTERM"; "signal 42" for unnamed numbers.
 std::string signal_name(int sig);
+
+// The closest candidate by edit distance when it is close enough to be a likely typo
+// ("memory_mx" -> "memory_max"); "" otherwise.
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace recycler::config

@@ -152,6 +152,7 @@ class FakeCgroup final : public cgroup::WorkerCgroup {
   }
   std::optional<uint64_t> oom_kills() const override { return s_->oom_kills; }
   bool enforcing() const override { return true; }
+  std::optional<MemoryDir> memory_dir() const override { return std::nullopt; }
   Status remove() override {
     s_->removed = true;
     return Ok{};

@@ -256,6 +256,11 @@ Recycler::~Recycler() {
   }
 }
 
+void Recycler::collect() {
+  while (read_some(Millis{0})) {
+  }
+}
+
 bool Recycler::read_some(Millis timeout) {
   if (!out_) return false;
   pollfd p{out_.get(), POLLIN, 0};

@@ -101,6 +101,9 @@ class Recycler {
   bool wait_for(const std::regex& re, std::smatch* match, Millis timeout = 10s);
   // Waits until `n` lines in all contain `needle`, in whatever order they came.
   bool wait_for_count(const std::string& needle, size_t n, Millis timeout = 10s);
+  // Reads whatever output is there now, without waiting: a test that keeps
+  // busy for long must call it, or recycler blocks on a full pipe.
+  void collect();
   // How many lines so far contain `needle`.
   size_t count(const std::string& needle) const;
   const std::vector<std::string>& lines() const { return lines_; }

@@ -389,5 +389,59 @@ TEST(WorkerEnvironment, WithoutThreadsTheInheritedValuesStay) {
   for (const std::string& kv : env) EXPECT_NE(kv.rfind("MKL_NUM_THREADS=", 0), 0u);
 }
 
+class RecycleTest : public WorkerTest {};
+
+TEST_F(RecycleTest, ARecycleStopsGracefullyAndStartsTheNextGenerationAtOnce) {
+  program.stop = {SIGINT, 30s};
+  program.restart.mode = config::RestartMode::Never;  // a recycle is not a restart
+  Worker& w = make();
+  w.start();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  EXPECT_TRUE(w.recycling());
+  EXPECT_EQ(w.state(), WorkerState::Stopping);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGINT));
+  launcher.exit_last(exited(0));
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_FALSE(w.recycling());
+  EXPECT_EQ(w.generation(), 2u);
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_GENERATION=2"));
+}
+
+TEST_F(RecycleTest, ADelayedRecycleWaitsInBackoffAndCountsNoCrash) {
+  program.restart.crash_loop = {2, 60s};
+  Worker& w = make();
+  w.start();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w.recycle(2s));
+    launcher.exit_last(exited(0));
+    EXPECT_EQ(w.state(), WorkerState::Backoff);
+    EXPECT_EQ(backoff_delay(), 2s);
+    timers.advance(2s);
+    EXPECT_EQ(w.state(), WorkerState::Running) << "recycles never count as a crash loop";
+  }
+  EXPECT_EQ(launcher.launched.size(), 4u);
+}
+
+TEST_F(RecycleTest, AStopDuringARecycleWins) {
+  Worker& w = make();
+  w.start();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  bool done = false;
+  w.stop([&] { done = true; });
+  launcher.exit_last(exited(0));
+  EXPECT_TRUE(done);
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_EQ(launcher.launched.size(), 1u);
+  EXPECT_FALSE(w.recycle(Duration{0})) << "only a running worker can be recycled";
+}
+
+TEST_F(RecycleTest, WorkersGetTheNotifySocket) {
+  context.notify_socket = "@recycler-test";
+  Worker& w = make();
+  w.start();
+  EXPECT_THAT(launcher.last().spec.env, Contains("NOTIFY_SOCKET=@recycler-test"));
+}
+
 }  // namespace
 }  // namespace recycler

@@ -1,0 +1,41 @@
+# gunicorn settings for running examples/gunicorn/app.py under recycler.
+#
+#   /usr/bin/python3 -m gunicorn -c examples/gunicorn/gunicorn.conf.py
+#
+# Each worker reports every request it served to recycler over NOTIFY_SOCKET
+# (the post_request hook below), so recycler counts requests per worker pid.
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_here, "..", "python"))
+import recycler_notify  # noqa: E402  (found through the path set just above)
+
+wsgi_app = "app:app"
+chdir = _here
+
+bind = os.environ.get("BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("WORKERS", "3"))
+worker_class = "sync"
+# A worker recycler asks to go (SIGTERM to that one pid) finishes its request
+# within this, then the master starts a fresh one.
+graceful_timeout = 10
+timeout = 30
+
+# One line per request with the serving worker's pid (%(p)s prints "<1234>"):
+# recycler can count requests from this log instead, with
+# `requests: {pattern: '<(?<pid>\d+)> "'}` (then drop post_request below).
+accesslog = "-"
+access_log_format = '%(h)s %(p)s "%(r)s" %(s)s %(b)s %(M)sms'
+
+# gunicorn's own max_requests/max_requests_jitter stay off: recycler does the
+# same with a limit drawn per worker at spawn, never lets more than
+# max_concurrent_recycles workers of the program go at once (gunicorn's jitter
+# can still line several up), logs why each one went, and weighs requests
+# together with its memory policies.
+max_requests = 0
+
+
+def post_request(worker, req, environ, resp):
+    # Runs in the worker process: the datagram carries the worker's own pid.
+    recycler_notify.requests(1)

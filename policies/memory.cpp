@@ -1,0 +1,114 @@
+// memory: recycle a worker whose memory stays over a limit, or, with scope:
+// process, signal the one process of a pre-fork server that is over it.
+//
+//   - memory: {metric: anon, limit: 1.5GiB, for: 10s}
+//   - memory: {metric: uss, limit: 600MiB, scope: process}
+#include <memory>
+
+#include "policies/args.h"
+#include "policies/metric.h"
+#include "supervisor/config/units.h"
+
+namespace recycler::policies {
+namespace {
+
+using config::format_duration;
+using config::format_size;
+
+class Memory final : public Policy {
+ public:
+  Memory(Metric metric, SizeLimit limit, Duration hold, Scope scope)
+      : metric_(metric), limit_(limit), hold_(hold), scope_(scope) {}
+
+  static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
+    Args args(node, errors, {"metric", "limit", "for", "scope", "signal"});
+    Scope scope = read_scope(args);
+    // Page cache is reclaimable and would fake a leak: anon by default; a
+    // single process is measured without the pages it shares after fork.
+    Metric metric = scope.process ? Metric::Uss : Metric::Anon;
+    if (auto name = args.choice("metric", {"anon", "current", "rss", "pss", "uss"})) {
+      metric = *parse_metric(*name);
+      if (scope.process && !per_process(metric))
+        args.error("metric", "metric: " + *name +
+                                 " is measured for the whole worker; scope: process takes rss, "
+                                 "pss or uss");
+    }
+    std::optional<SizeLimit> limit;
+    if (args.required("limit")) limit = args.limit("limit");
+    Duration hold = args.duration("for").value_or(Duration::zero());
+    if (!args.ok()) return nullptr;
+    return std::make_unique<Memory>(metric, *limit, hold, scope);
+  }
+
+  std::string_view name() const override { return "memory"; }
+  unsigned needs() const override { return policies::needs(metric_); }
+  bool needs_memory_max() const override { return limit_.percent.has_value(); }
+  bool may_loop() const override { return true; }
+
+  // The cgroup's current is at least any of the metrics, so it crossing the
+  // limit is the earliest moment this policy can fire.
+  std::optional<uint64_t> fast_threshold(const WorkerContext& worker) const override {
+    if (hold_ > Duration::zero()) return std::nullopt;
+    return limit_.resolve(worker.memory_max);
+  }
+
+  std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
+    auto state = std::make_unique<State>();
+    state->limit = limit_.resolve(worker.memory_max);
+    state->origin = limit_.origin(worker.memory_max);
+    return state;
+  }
+
+  Decision evaluate(const Sample& sample, PolicyState& base) const override {
+    auto& state = static_cast<State&>(base);
+    // A percentage of a memory_max the worker does not have: no limit at all.
+    if (!state.limit) return Decision::none();
+    const uint64_t limit = *state.limit;
+    if (!scope_.process) {
+      auto v = value(sample, metric_);
+      if (!v) return Decision::none();
+      auto held = state.hold.update(sample.t, *v > limit, hold_);
+      if (!held) return Decision::none();
+      return scope_.decide(reason(*v, state, *held), 0);
+    }
+    state.processes.sync(sample, [](const ProcessSample&) { return Hold{}; });
+    Worst worst;
+    Duration worst_held{};
+    for (const auto& p : sample.processes) {
+      if (p.main || p.recycling) continue;
+      auto v = value(p, metric_);
+      if (!v) continue;
+      auto held = state.processes.at(p.pid).update(sample.t, *v > limit, hold_);
+      if (held && worst.offer(p, *v - limit)) worst_held = *held;
+    }
+    if (!worst.process) return Decision::none();
+    return scope_.decide(reason(*value(*worst.process, metric_), state, worst_held),
+                         worst.process->pid);
+  }
+
+ private:
+  struct State final : PolicyState {
+    std::optional<uint64_t> limit;
+    std::string origin;
+    Hold hold;
+    ProcessTable<Hold> processes;
+  };
+
+  // "anon 612 MiB > 600 MiB for 10s", "current 470 MiB > 460.8 MiB (90% of 512 MiB)"
+  std::string reason(uint64_t v, const State& state, Duration held) const {
+    std::string out = std::string(to_string(metric_)) + " " + format_size(v) + " > " +
+                      format_size(*state.limit) + state.origin;
+    if (hold_ > Duration::zero()) out += " for " + format_duration(held);
+    return out;
+  }
+
+  Metric metric_;
+  SizeLimit limit_;
+  Duration hold_;
+  Scope scope_;
+};
+
+RECYCLER_REGISTER_POLICY("memory", Memory::create);
+
+}  // namespace
+}  // namespace recycler::policies

@@ -1,0 +1,97 @@
+#include "policies/metric.h"
+
+#include <algorithm>
+#include <array>
+
+namespace recycler::policies {
+namespace {
+
+struct MetricName {
+  Metric metric;
+  std::string_view name;
+};
+
+constexpr std::array<MetricName, 7> kMetrics{{{Metric::Current, "current"},
+                                              {Metric::Anon, "anon"},
+                                              {Metric::File, "file"},
+                                              {Metric::Rss, "rss"},
+                                              {Metric::Pss, "pss"},
+                                              {Metric::Uss, "uss"},
+                                              {Metric::Device, "device"}}};
+
+}  // namespace
+
+std::string_view to_string(Metric metric) {
+  for (const auto& m : kMetrics)
+    if (m.metric == metric) return m.name;
+  return "?";
+}
+
+std::optional<Metric> parse_metric(std::string_view name) {
+  for (const auto& m : kMetrics)
+    if (m.name == name) return m.metric;
+  return std::nullopt;
+}
+
+bool per_process(Metric metric) {
+  return metric == Metric::Rss || metric == Metric::Pss || metric == Metric::Uss;
+}
+
+unsigned needs(Metric metric) {
+  if (per_process(metric)) return kNeedsProcessMemory | kNeedsProcesses;
+  if (metric == Metric::Device) return kNeedsDevice;
+  return kNeedsCgroupMemory;
+}
+
+std::optional<uint64_t> value(const ProcessSample& process, Metric metric) {
+  switch (metric) {
+    case Metric::Rss:
+      return process.rss;
+    case Metric::Pss:
+      return process.pss;
+    case Metric::Uss:
+      return process.uss;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<uint64_t> value(const Sample& sample, Metric metric) {
+  switch (metric) {
+    case Metric::Current:
+      return sample.current;
+    case Metric::Anon:
+      return sample.anon;
+    case Metric::File:
+      return sample.file;
+    case Metric::Device:
+      return sample.device;
+    case Metric::Rss:
+    case Metric::Pss:
+    case Metric::Uss:
+      break;
+  }
+  // A sum missing one process would understate the worker: no figure instead.
+  if (sample.processes.empty()) return std::nullopt;
+  uint64_t total = 0;
+  for (const auto& p : sample.processes) {
+    auto v = value(p, metric);
+    if (!v) return std::nullopt;
+    total += *v;
+  }
+  return total;
+}
+
+std::optional<Duration> Hold::update(TimePoint t, bool holds, Duration need) {
+  if (!holds) {
+    since_.reset();
+    return std::nullopt;
+  }
+  if (!since_) since_ = t;
+  // Samples arrive in time order; a stray earlier one counts as no time at all.
+  auto held = std::max(Duration::zero(), std::chrono::duration_cast<Duration>(t - *since_));
+  if (held < need) return std::nullopt;
+  return held;
+}
+
+}  // namespace recycler::policies

@@ -1,0 +1,43 @@
+// The sd_notify(3) datagram format: newline-separated KEY=VALUE assignments.
+// The systemd keys a supervisor acts on, plus recycler's extensions for what
+// systemd has no word for. Pure: no I/O, safe on any bytes a worker sends.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace recycler::notify {
+
+inline constexpr std::size_t kMaxStatusBytes = 1024;           // longer STATUS= values are cut
+inline constexpr uint64_t kMaxRequestsPerMessage = 1'000'000;  // RECYCLER_REQUESTS= above: rejected
+inline constexpr std::size_t kMaxProblems = 8;                 // then one "N more problems" entry
+
+// What one datagram said. A key given twice counts as its last valid value.
+struct NotifyMessage {
+  bool ready = false;         // READY=1: startup finished
+  bool stopping = false;      // STOPPING=1: shutting down of its own accord
+  bool watchdog = false;      // WATCHDOG=1: still alive
+  bool checkpointed = false;  // RECYCLER_CHECKPOINTED=1: the requested checkpoint is on disk
+  std::optional<std::string> status;  // STATUS=...: free text, at most kMaxStatusBytes
+  std::optional<pid_t> mainpid;       // MAINPID=N: the service's main process
+  // RECYCLER_REQUESTS=N: requests completed since the sender's previous message.
+  std::optional<uint64_t> requests;
+  // RECYCLER_DEVICE_BYTES=N: accelerator memory in use, for devices without a vendor API.
+  std::optional<uint64_t> device_bytes;
+  // One short description per skipped line, e.g. `RECYCLER_REQUESTS: "abc" is not a number`.
+  std::vector<std::string> problems;
+};
+
+// Unknown keys are ignored (systemd defines many: EXTEND_TIMEOUT_USEC, ERRNO,
+// FDSTORE, ...). A line without '=', with an empty key, with a NUL byte or
+// with a bad value is recorded in `problems` and skipped; the others count.
+// Values are taken verbatim: a CRLF sender's "\r" stays part of the value.
+NotifyMessage parse_message(std::string_view datagram);
+
+}  // namespace recycler::notify

@@ -1,0 +1,132 @@
+#include "supervisor/notify/socket.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <random>
+
+#include "supervisor/log.h"
+
+namespace recycler::notify {
+namespace {
+
+// The kernel's SCM_MAX_FD: room for every descriptor one datagram can carry,
+// so that each one is seen, closed and counted.
+constexpr std::size_t kMaxFdsPerDatagram = 253;
+
+std::string random_address() {
+  std::random_device rd;
+  uint64_t r = (uint64_t{rd()} << 32) | rd();
+  return fmt::format("@recycler-{}-{:016x}", ::getpid(), r);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NotifySocket>> NotifySocket::open(uv_loop_t* loop, Handler handler) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return errno_error("notify socket");
+  // Before bind: no datagram may arrive without its sender's credentials.
+  int on = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+    return errno_error("notify socket: SO_PASSCRED");
+
+  std::string address;
+  for (int attempt = 0;; ++attempt) {
+    address = random_address();
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    // Abstract namespace: sun_path starts with NUL, the name is not NUL-terminated.
+    std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
+    auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0) break;
+    if (errno != EADDRINUSE || attempt == 3) return errno_error("notify socket: bind " + address);
+  }
+
+  auto* poll = new uv_poll_t;
+  if (int rc = uv_poll_init(loop, poll, fd.get()); rc != 0) {
+    delete poll;
+    return Error{std::string("notify socket: uv_poll_init: ") + uv_strerror(rc), -rc};
+  }
+  std::unique_ptr<NotifySocket> self(
+      new NotifySocket(std::move(fd), std::move(address), std::move(handler)));
+  poll->data = self.get();
+  self->poll_ = uv::Handle<uv_poll_t>(poll);
+  uv_poll_start(poll, UV_READABLE, [](uv_poll_t* h, int status, int) {
+    auto* socket = static_cast<NotifySocket*>(h->data);
+    if (!socket) return;
+    if (status < 0) {
+      // libuv has stopped polling the socket; it cannot be resumed.
+      log::error("notify socket {}: {}; notifications from workers stop", socket->address_,
+                 uv_strerror(status));
+      return;
+    }
+    socket->drain();
+  });
+  return self;
+}
+
+NotifySocket::NotifySocket(UniqueFd fd, std::string address, Handler handler)
+    : fd_(std::move(fd)), address_(std::move(address)), handler_(std::move(handler)) {}
+
+NotifySocket::~NotifySocket() = default;
+
+void NotifySocket::drain() {
+  // Bounded, so that a flood cannot starve timers and other sockets: the poll
+  // is level-triggered and wakes us again on the next loop iteration.
+  for (int i = 0; i < kMaxPerWakeup && receive_one(); ++i) {
+  }
+}
+
+bool NotifySocket::receive_one() {
+  char data[kMaxDatagram];
+  alignas(cmsghdr) char
+      control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxFdsPerDatagram)];
+  iovec iov{data, sizeof data};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  // MSG_TRUNC: the datagram's real length, so that a longer one is recognised.
+  ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+  if (n < 0) return false;  // EAGAIN: drained; anything else: retried on the next wake-up
+
+  ucred cred{};
+  bool has_cred = false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET) continue;
+    if (c->cmsg_type == SCM_RIGHTS) {
+      // Whatever the datagram says, a sender must not leak descriptors into us.
+      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int passed;
+        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+        ::close(passed);
+        ++stats_.fds_closed;
+      }
+    } else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      has_cred = true;
+    }
+  }
+
+  if (static_cast<std::size_t>(n) > sizeof data) {
+    ++stats_.oversized;
+    return true;
+  }
+  // pid 0: a sender in a pid namespace we cannot see; it cannot be attributed.
+  if (!has_cred || cred.pid <= 0) {
+    ++stats_.without_credentials;
+    return true;
+  }
+  ++stats_.received;
+  handler_(Datagram{cred.pid, cred.uid, std::string_view(data, static_cast<std::size_t>(n))});
+  return true;
+}
+
+}  // namespace recycler::notify

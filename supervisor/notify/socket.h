@@ -1,0 +1,73 @@
+// The socket workers find in NOTIFY_SOCKET: programs that already call
+// sd_notify(3) talk to recycler unchanged. The kernel stamps every datagram
+// with the sender's pid and uid (SCM_CREDENTIALS), which is what the handler
+// uses to attribute it; nothing a sender does can stall the loop or leak a
+// descriptor into the supervisor.
+#pragma once
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "supervisor/util/fd.h"
+#include "supervisor/util/result.h"
+#include "supervisor/uv.h"
+
+namespace recycler::notify {
+
+class NotifySocket {
+ public:
+  struct Datagram {
+    pid_t pid;  // the sender, as the kernel saw it
+    uid_t uid;
+    std::string_view data;  // valid during the handler call only
+  };
+  using Handler = std::function<void(const Datagram&)>;
+
+  // An abstract-namespace unix datagram socket, "@recycler-<pid>-<random hex>"
+  // (NOTIFY_SOCKET's "@" is the abstract namespace), non-blocking,
+  // close-on-exec, SO_PASSCRED on, polled on `loop`. The handler must not
+  // destroy the socket.
+  static Result<std::unique_ptr<NotifySocket>> open(uv_loop_t* loop, Handler handler);
+
+  const std::string& address() const { return address_; }  // the NOTIFY_SOCKET value
+
+  struct Stats {
+    uint64_t received = 0;             // handed to the handler
+    uint64_t oversized = 0;            // longer than kMaxDatagram: dropped
+    uint64_t without_credentials = 0;  // no sender pid: dropped
+    uint64_t fds_closed = 0;           // SCM_RIGHTS descriptors closed on arrival
+  };
+  const Stats& stats() const { return stats_; }
+
+  // systemd's limit too: longer datagrams are dropped whole.
+  static constexpr std::size_t kMaxDatagram = 4096;
+  // Datagrams read per wake-up before the loop gets its turn again.
+  static constexpr int kMaxPerWakeup = 256;
+
+  NotifySocket(const NotifySocket&) = delete;
+  NotifySocket& operator=(const NotifySocket&) = delete;
+  // Stops polling; like every uv handle here, the loop must run once more to
+  // finish closing.
+  ~NotifySocket();
+
+ private:
+  NotifySocket(UniqueFd fd, std::string address, Handler handler);
+  void drain();
+  // Reads one datagram: false when there is nothing more to read now.
+  bool receive_one();
+
+  UniqueFd fd_;  // declared before poll_: the poll handle is closed first
+  std::string address_;
+  Handler handler_;
+  Stats stats_;
+  uv::Handle<uv_poll_t> poll_;
+};
+
+}  // namespace recycler::notify

@@ -1,0 +1,51 @@
+// Parsers for the cgroup and /proc files the probes read. Pure: text in,
+// numbers out, no I/O and no allocation. Malformed input yields empty fields,
+// never an exception.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace recycler::probe {
+
+// A decimal number, optionally followed by whitespace (the trailing newline of
+// a cgroup file). "max", garbage, an empty string or an overflow -> nullopt.
+std::optional<uint64_t> parse_u64(std::string_view text);
+
+// A worker's cgroup memory, bytes; pressure is v2's "some avg10" (percent).
+struct CgroupMemory {
+  std::optional<uint64_t> current, anon, file, kernel, shmem;
+  std::optional<double> pressure;
+};
+
+// memory.stat into anon, file, kernel and shmem of `out` (other fields are
+// left alone). v2: `anon`, `file`, `shmem`, `kernel`; kernels before 5.18 have
+// no `kernel`: then the sum of `kernel_stack`, `pagetables`, `percpu`, `sock`
+// and `slab` (or `slab_reclaimable` + `slab_unreclaimable`) that are present.
+// v1: the hierarchical `total_rss`, `total_cache`, `total_shmem`, falling back
+// to `rss`, `cache`, `shmem`; v1 has no kernel figure there (left empty).
+// Unknown keys and malformed lines are skipped.
+void parse_memory_stat(std::string_view text, bool v2, CgroupMemory& out);
+
+// v2 memory.pressure: the avg10 of the "some" line, percent.
+std::optional<double> parse_pressure_some_avg10(std::string_view text);
+
+// One process's memory, bytes.
+struct ProcessMemory {
+  std::optional<uint64_t> rss, pss, uss, anon;
+};
+
+// /proc/PID/smaps_rollup (values in kB): rss = Rss, pss = Pss,
+// uss = Private_Clean + Private_Dirty + Private_Hugetlb (those present),
+// anon = Anonymous.
+ProcessMemory parse_smaps_rollup(std::string_view text);
+
+// /proc/PID/statm: the resident field (pages) times `page_size`.
+std::optional<uint64_t> parse_statm_rss(std::string_view text, uint64_t page_size);
+
+// /proc/PID/stat: field 20, num_threads. The comm field (2) may hold spaces
+// and parentheses, so fields are counted from the last ')'.
+std::optional<uint32_t> parse_stat_threads(std::string_view text);
+
+}  // namespace recycler::probe

@@ -1,0 +1,136 @@
+#include "supervisor/probe/probe.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+namespace recycler::probe {
+namespace {
+
+// Larger than any memory.stat (v2 on 6.x: ~2 KiB), smaps_rollup or stat.
+constexpr size_t kBufSize = 8192;
+
+// A small pseudo-file in one read(): seq_file reads fill the buffer up to the
+// end of the file. Should a file ever outgrow the buffer, it is cut at its
+// last whole line, so no number is read half.
+std::optional<std::string_view> read_small(int dirfd, const char* path, std::span<char> buf) {
+  UniqueFd fd(::openat(dirfd, path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  ssize_t n;
+  do n = ::read(fd.get(), buf.data(), buf.size());
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return std::nullopt;
+  std::string_view text(buf.data(), static_cast<size_t>(n));
+  if (text.size() == buf.size()) text = text.substr(0, text.rfind('\n') + 1);
+  return text;
+}
+
+// "PID/name" relative to the proc root; names are our own short literals.
+struct PidPath {
+  PidPath(pid_t pid, std::string_view name) {
+    char* end = std::to_chars(text, text + 12, pid).ptr;  // 12 characters hold any int
+    *end++ = '/';
+    std::memcpy(end, name.data(), name.size());
+    end[name.size()] = '\0';
+  }
+  char text[12 + 1 + 32];
+};
+
+}  // namespace
+
+CgroupMemory CgroupReader::read(bool with_pressure) const {
+  CgroupMemory out;
+  char buf[kBufSize];
+  if (auto text = read_small(dirfd_, v2_ ? "memory.current" : "memory.usage_in_bytes", buf))
+    out.current = parse_u64(*text);
+  if (auto text = read_small(dirfd_, "memory.stat", buf)) parse_memory_stat(*text, v2_, out);
+  if (v2_ && with_pressure)
+    if (auto text = read_small(dirfd_, "memory.pressure", buf))
+      out.pressure = parse_pressure_some_avg10(*text);
+  return out;
+}
+
+ProcessReader::ProcessReader(std::string proc_root)
+    : root_(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)),
+      page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {}
+
+ProcessMemory ProcessReader::memory(pid_t pid, bool full) const {
+  char buf[kBufSize];
+  if (full) {
+    if (auto text = read_small(root_.get(), PidPath(pid, "smaps_rollup").text, buf)) {
+      ProcessMemory m = parse_smaps_rollup(*text);
+      if (m.rss) return m;
+    }
+  }
+  ProcessMemory m;
+  if (auto text = read_small(root_.get(), PidPath(pid, "statm").text, buf))
+    m.rss = parse_statm_rss(*text, page_size_);
+  return m;
+}
+
+std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
+  char buf[kBufSize];
+  auto text = read_small(root_.get(), PidPath(pid, "stat").text, buf);
+  if (!text) return std::nullopt;
+  return parse_stat_threads(*text);
+}
+
+policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
+                              const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,
+                              policies::TimePoint now) {
+  using namespace policies;
+  Sample s;
+  s.t = now;
+  const bool cgroup_memory = needs & kNeedsCgroupMemory;
+  if (cgroup && cgroup_memory) {
+    CgroupMemory m = cgroup->read(true);
+    s.current = m.current;
+    s.anon = m.anon;
+    s.file = m.file;
+    s.kernel = m.kernel;
+    s.shmem = m.shmem;
+    s.pressure = m.pressure;
+  }
+
+  const bool list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
+  const bool tree_memory = !cgroup && cgroup_memory;  // no cgroup: sum over the processes
+  if (!list && !tree_memory) return s;
+  const bool memory = (needs & kNeedsProcessMemory) || tree_memory;
+  const bool threads = needs & kNeedsThreads;
+  // A process whose rss was read but not its Anonymous (smaps_rollup not
+  // readable) would make the anon sum an underestimate: then it stays empty.
+  bool anon_complete = true;
+  if (list) s.processes.reserve(pids.size());
+  for (pid_t pid : pids) {
+    ProcessSample p;
+    p.pid = pid;
+    p.main = pid == main_pid;
+    if (memory) {
+      ProcessMemory m = procs.memory(pid, true);
+      p.rss = m.rss;
+      p.pss = m.pss;
+      p.uss = m.uss;
+      if (tree_memory && m.rss) {  // no rss: the process is gone, and so is its memory
+        s.current = s.current.value_or(0) + *m.rss;
+        if (m.anon)
+          s.anon = s.anon.value_or(0) + *m.anon;
+        else
+          anon_complete = false;
+      }
+    }
+    if (threads) {
+      p.threads = procs.threads(pid);
+      if (p.threads) s.threads = s.threads.value_or(0) + *p.threads;
+    }
+    if (list) s.processes.push_back(p);
+  }
+  if (!anon_complete) s.anon.reset();
+  return s;
+}
+
+}  // namespace recycler::probe

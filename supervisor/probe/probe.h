@@ -1,0 +1,70 @@
+// Memory and thread probes: turn a worker's cgroup files and its processes'
+// /proc files into a policies::Sample. Each file costs one openat() and one
+// read() into a stack buffer; nothing is allocated per file or per line.
+// Missing files (a v1 host has no memory.pressure, a process exits between
+// listing and reading) leave fields empty; nothing here throws or fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/policy.h"
+#include "supervisor/probe/parse.h"
+#include "supervisor/util/fd.h"
+
+namespace recycler::probe {
+
+// Reads one cgroup's memory figures through a directory fd.
+class CgroupReader {
+ public:
+  // `dirfd`: the cgroup's directory in the memory hierarchy (v1) or the
+  // unified one (v2); borrowed, may be O_PATH.
+  CgroupReader(int dirfd, bool v2) : dirfd_(dirfd), v2_(v2) {}
+
+  // v2: memory.current, memory.stat and, when `with_pressure`, memory.pressure;
+  // v1: memory.usage_in_bytes and memory.stat (no pressure there).
+  CgroupMemory read(bool with_pressure) const;
+
+ private:
+  int dirfd_;
+  bool v2_;
+};
+
+// Reads processes' files under a proc root ("/proc", or a fixture tree).
+class ProcessReader {
+ public:
+  explicit ProcessReader(std::string proc_root = "/proc");
+
+  // full: smaps_rollup (rss, pss, uss, anon), falling back to statm when it is
+  // missing or unreadable; otherwise statm alone (rss only, much cheaper:
+  // smaps_rollup walks the page tables).
+  ProcessMemory memory(pid_t pid, bool full) const;
+  // num_threads from /proc/PID/stat.
+  std::optional<uint32_t> threads(pid_t pid) const;
+
+ private:
+  UniqueFd root_;  // O_PATH: every read is an openat() of "PID/file" below it
+  uint64_t page_size_;
+};
+
+// One Sample of one worker at `now`, reading only what `needs` (Needs bits of
+// policies/policy.h, OR-ed over the program's policies) asks for:
+//   kNeedsCgroupMemory   the cgroup's current, anon, file, kernel, shmem, pressure
+//   kNeedsProcessMemory  per process: smaps_rollup (rss, pss, uss)
+//   kNeedsThreads        per process and in total (Sample::threads)
+//   kNeedsProcesses      the process list (one ProcessSample per pid)
+// Any of the last three fills Sample::processes, `main` set for main_pid.
+// Without cgroups (`cgroup` null) the cgroup figures come from the processes:
+// current = sum of rss, anon = sum of Anonymous (smaps_rollup; empty when a
+// live process's smaps_rollup could not be read), file/kernel/shmem/pressure
+// empty. A process that has exited meanwhile stays listed with empty fields.
+// requests and device are left to the caller.
+policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
+                              const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,
+                              policies::TimePoint now);
+
+}  // namespace recycler::probe

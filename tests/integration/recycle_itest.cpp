@@ -1,0 +1,202 @@
+// Recycling in time, with real processes and real cgroups (v1 here, v2 in the
+// VM): a leaking worker is recycled below its limit again and again and the
+// kernel's OOM killer never acts; a spike is caught by the kernel fast path
+// between samples; a replacement that starts over its limit backs off instead
+// of looping; at most max_concurrent_recycles workers recycle at a time;
+// requests reported on the notify socket are counted exactly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string file(const std::string& path) {
+  return read_file(path).value_or("<unreadable>");
+}
+
+// The cgroup's OOM-kill counter (v1 memory.oom_control, v2 memory.events).
+std::optional<uint64_t> oom_kills(const Sandbox& sb, const std::string& program, unsigned slot) {
+  std::string dir = sb.worker_dir(program, slot);
+  std::string text = file(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control"));
+  std::smatch m;
+  static const std::regex kOomKill(R"((^|\n)oom_kill (\d+))");
+  if (!std::regex_search(text, m, kOomKill)) return std::nullopt;
+  return std::stoull(m[2].str());
+}
+
+// "leaky[0] recycle: anon 301 MiB > 300 MiB (memory policy)" -> 301 (MiB, rounded down).
+std::vector<double> recycled_at_mib(const Recycler& r, const std::string& worker) {
+  static const std::regex kLine(R"(recycle: anon ([0-9.]+) (MiB|GiB) > )");
+  std::vector<double> out;
+  for (const std::string& line : r.lines()) {
+    if (line.find(worker + " recycle: ") == std::string::npos) continue;
+    std::smatch m;
+    if (!std::regex_search(line, m, kLine)) continue;
+    double v = std::stod(m[1].str());
+    out.push_back(m[2].str() == "GiB" ? v * 1024 : v);
+  }
+  return out;
+}
+
+TEST(Recycle, ALeakingWorkerIsRecycledBelowItsLimitAgainAndAgainWithoutOomKills) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "50MiB", "--step", "50", "--max", "1GiB"]
+    limits: {memory_max: 512MiB}
+    policies:
+      - memory: {metric: anon, limit: 300MiB}
+    stop: {timeout: 5s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  // 300 MiB at 50 MiB/s: a recycle every ~6 s, so five take the 30 s the
+  // worker must live next to its limit without one OOM kill.
+  ASSERT_TRUE(r.wait_for_count("leak[0] recycle: anon", 5, scaled(60s)));
+  EXPECT_EQ(oom_kills(sb, "leak", 0), std::optional<uint64_t>(0));
+  EXPECT_EQ(r.count("OOM"), 0u) << r.output();
+  std::vector<double> at = recycled_at_mib(r, "leak[0]");
+  ASSERT_GE(at.size(), 5u) << r.output();
+  for (double mib : at) {
+    EXPECT_GT(mib, 300.0);
+    EXPECT_LE(mib, 330.0) << "recycled too late:\n" << r.output();
+  }
+  // Each recycle is a graceful stop and a fresh start through the normal path.
+  EXPECT_GE(r.count("leak[0] started: pid"), 5u);
+  EXPECT_THAT(r.output(), HasSubstr("SIGTERM, exiting"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+TEST(Recycle, ASpikeIsCaughtByTheKernelFastPathBetweenSamples) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // Samples every 60 s would see the worker long after the kernel killed it
+  // (512 MiB at 200 MiB/s is 2.5 s): only the threshold notification can act.
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  spike:
+    command: [")" + leaky_bin() + R"(", "--rate", "200MiB", "--step", "20", "--max", "1GiB"]
+    limits: {memory_max: 512MiB}
+    sample_interval: 60s
+    policies:
+      - memory: {metric: anon, limit: 300MiB}
+    restart: {mode: never}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("spike[0] started: pid"));
+  ASSERT_TRUE(r.wait_for("spike[0] recycle: anon", scaled(20s)));
+  std::vector<double> at = recycled_at_mib(r, "spike[0]");
+  ASSERT_EQ(at.size(), 1u);
+  EXPECT_LE(at[0], 330.0) << r.output();
+  EXPECT_EQ(oom_kills(sb, "spike", 0), std::optional<uint64_t>(0));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+TEST(Recycle, AReplacementOverItsLimitAtStartBacksOffInsteadOfLooping) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // Every start holds 96 MiB within a fraction of a second, over the 64 MiB
+  // policy: each replacement trips it again long before min_uptime.
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(sb, R"(  heavy:
+    command: [")" + leaky_bin() +
+                          R"(", "--rate", "960MiB", "--step", "20", "--max", "96MiB", "--hold"]
+    limits: {memory_max: 256MiB}
+    sample_interval: 100ms
+    min_uptime: 30s
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    restart: {backoff: {initial: 500ms, max: 2s}}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch m;
+  static const std::regex kLoop(R"(next start waits (\S+) \(recycle loop (\d+)\))");
+  std::vector<std::string> delays;
+  for (int i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(r.wait_for(kLoop, &m, scaled(20s)));
+    EXPECT_EQ(m[2].str(), std::to_string(i));
+    delays.push_back(m[1].str());
+  }
+  // Exponential from restart.backoff.initial, capped at restart.backoff.max.
+  EXPECT_THAT(delays, ::testing::ElementsAre("500ms", "1s", "2s", "2s"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+TEST(Recycle, AtMostMaxConcurrentRecyclesOfAProgramRunAtATime) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(sb, R"(  pool:
+    instances: 3
+    command: [")" + leaky_bin() +
+                          R"(", "--rate", "320MiB", "--step", "20", "--max", "48MiB", "--hold"]
+    limits: {memory_max: 256MiB}
+    sample_interval: 100ms
+    min_uptime: 0s
+    max_concurrent_recycles: 1
+    policies:
+      - memory: {metric: anon, limit: 32MiB}
+    # leaky ignores SIGWINCH: each recycle lasts the 300 ms of stop.timeout,
+    # long enough for the other workers to trip their policy meanwhile.
+    stop: {signal: WINCH, timeout: 300ms}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("recycle: anon", 6, scaled(30s)));
+  EXPECT_GE(r.count("waits its turn"), 1u) << r.output();
+  // Between two recycles the first one's replacement has started: never two at once.
+  static const std::regex kRecycle(R"((pool\[\d\]) recycle: )");
+  std::optional<std::string> in_flight;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (std::regex_search(line, m, kRecycle)) {
+      EXPECT_FALSE(in_flight) << "recycled while " << *in_flight << " was still recycling:\n"
+                              << r.output();
+      in_flight = m[1].str();
+    } else if (in_flight && line.find(*in_flight + " started: pid") != std::string::npos) {
+      in_flight.reset();
+    }
+  }
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+TEST(Recycle, RequestsReportedOnTheNotifySocketAreCountedExactly) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // One request per 10 ms step, reported with RECYCLER_REQUESTS=1.
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(
+          sb,
+          R"(  server:
+    command: [")" +
+              leaky_bin() +
+              R"(", "--rate", "1MiB", "--step", "10", "--max", "1MiB", "--hold", "--requests", "1"]
+    policies:
+      - max_requests: {limit: 30, jitter: 10}
+    stop: {timeout: 5s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  static const std::regex kLine(R"(server\[0\] recycle: (\d+) requests >= limit (\d+))");
+  std::smatch m;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(r.wait_for(kLine, &m, scaled(20s)));
+    int served = std::stoi(m[1].str()), limit = std::stoi(m[2].str());
+    EXPECT_EQ(served, limit) << "evaluated on every report, so never past the limit";
+    EXPECT_GE(limit, 30);
+    EXPECT_LE(limit, 40);
+  }
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+}  // namespace
+}  // namespace recycler::testing

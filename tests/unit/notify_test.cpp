@@ -1,0 +1,564 @@
+// The notify protocol: the sd_notify(3) parser on good and hostile input, and
+// the socket on a real libuv loop with real senders (this process, forked
+// children, the Python helper).
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "supervisor/notify/message.h"
+#include "supervisor/notify/socket.h"
+#include "supervisor/uv.h"
+
+namespace recycler::notify {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// ---------------------------------------------------------------------------
+// parse_message
+
+TEST(ParseMessage, ReadsEveryField) {
+  auto m = parse_message(
+      "READY=1\nSTOPPING=1\nWATCHDOG=1\nSTATUS=serving 3 models\nMAINPID=4242\n"
+      "RECYCLER_REQUESTS=17\nRECYCLER_CHECKPOINTED=1\nRECYCLER_DEVICE_BYTES=8589934592\n");
+  EXPECT_TRUE(m.ready);
+  EXPECT_TRUE(m.stopping);
+  EXPECT_TRUE(m.watchdog);
+  EXPECT_EQ(m.status, "serving 3 models");
+  EXPECT_EQ(m.mainpid, 4242);
+  EXPECT_EQ(m.requests, 17u);
+  EXPECT_TRUE(m.checkpointed);
+  EXPECT_EQ(m.device_bytes, 8589934592u);
+  EXPECT_THAT(m.problems, IsEmpty());
+}
+
+TEST(ParseMessage, AnEmptyDatagramSaysNothing) {
+  auto m = parse_message("");
+  EXPECT_FALSE(m.ready || m.stopping || m.watchdog || m.checkpointed);
+  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes);
+  EXPECT_THAT(m.problems, IsEmpty());
+}
+
+TEST(ParseMessage, FieldsNotSentStayUnset) {
+  auto m = parse_message("READY=1");
+  EXPECT_TRUE(m.ready);
+  EXPECT_FALSE(m.stopping || m.watchdog || m.checkpointed);
+  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes);
+}
+
+TEST(ParseMessage, UnknownKeysAreIgnoredSilently) {
+  auto m = parse_message("EXTEND_TIMEOUT_USEC=5000000\nERRNO=2\nFDSTORE=1\nX-CUSTOM=y\nREADY=1");
+  EXPECT_TRUE(m.ready);
+  EXPECT_THAT(m.problems, IsEmpty());
+}
+
+TEST(ParseMessage, EmptyLinesAreFine) {
+  auto m = parse_message("\nREADY=1\n\n\n");
+  EXPECT_TRUE(m.ready);
+  EXPECT_THAT(m.problems, IsEmpty());
+}
+
+TEST(ParseMessage, ALineWithoutEqualsIsSkippedAndTheOthersCount) {
+  auto m = parse_message("READY=1\nhello\nRECYCLER_REQUESTS=2");
+  EXPECT_TRUE(m.ready);
+  EXPECT_EQ(m.requests, 2u);
+  EXPECT_THAT(m.problems, ElementsAre(R"(line without '=': "hello")"));
+}
+
+TEST(ParseMessage, AnEmptyKeyIsAProblem) {
+  auto m = parse_message("=1\nWATCHDOG=1");
+  EXPECT_TRUE(m.watchdog);
+  EXPECT_THAT(m.problems, ElementsAre(R"(line with an empty key: "=1")"));
+}
+
+TEST(ParseMessage, ALineWithANulByteIsSkippedAndTheOthersCount) {
+  auto m = parse_message(std::string("READY=1\nSTATUS=a\0b\nRECYCLER_REQUESTS=1", 38));
+  EXPECT_TRUE(m.ready);
+  EXPECT_FALSE(m.status) << "the NUL line is skipped whole";
+  EXPECT_EQ(m.requests, 1u);
+  EXPECT_THAT(m.problems, ElementsAre(R"(line with a NUL byte: "STATUS=a\x00b")"));
+}
+
+TEST(ParseMessage, BadNumbersAreProblems) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"RECYCLER_REQUESTS=abc", R"(RECYCLER_REQUESTS: "abc" is not a number)"},
+      {"RECYCLER_REQUESTS=", R"(RECYCLER_REQUESTS: "" is not a number)"},
+      {"RECYCLER_REQUESTS=-1", R"(RECYCLER_REQUESTS: "-1" is not a number)"},
+      {"RECYCLER_REQUESTS=+1", R"(RECYCLER_REQUESTS: "+1" is not a number)"},
+      {"RECYCLER_REQUESTS= 1", R"(RECYCLER_REQUESTS: " 1" is not a number)"},
+      {"RECYCLER_REQUESTS=0x10", R"(RECYCLER_REQUESTS: "0x10" is not a number)"},
+      {"RECYCLER_DEVICE_BYTES=1.5e9", R"(RECYCLER_DEVICE_BYTES: "1.5e9" is not a number)"},
+      {"RECYCLER_DEVICE_BYTES=18446744073709551616",
+       R"(RECYCLER_DEVICE_BYTES: "18446744073709551616" is out of range)"},
+      {"MAINPID=abc", R"(MAINPID: "abc" is not a number)"},
+      {"MAINPID=0", R"(MAINPID: "0" is not a valid pid)"},
+      {"MAINPID=2147483648", R"(MAINPID: "2147483648" is not a valid pid)"},
+  };
+  for (const auto& [line, problem] : cases) {
+    auto m = parse_message(line);
+    EXPECT_FALSE(m.requests || m.device_bytes || m.mainpid) << line;
+    EXPECT_THAT(m.problems, ElementsAre(problem)) << line;
+  }
+}
+
+TEST(ParseMessage, NumbersAtTheirLimitsAreAccepted) {
+  auto m = parse_message(
+      "RECYCLER_REQUESTS=1000000\nRECYCLER_DEVICE_BYTES=18446744073709551615\n"
+      "MAINPID=2147483647");
+  EXPECT_EQ(m.requests, kMaxRequestsPerMessage);
+  EXPECT_EQ(m.device_bytes, UINT64_MAX);
+  EXPECT_EQ(m.mainpid, 2147483647);
+  EXPECT_THAT(m.problems, IsEmpty());
+  EXPECT_EQ(parse_message("RECYCLER_REQUESTS=0").requests, 0u) << "zero is a valid count";
+}
+
+TEST(ParseMessage, ARequestCountOverTheLimitIsRejected) {
+  auto m = parse_message("RECYCLER_REQUESTS=1000001");
+  EXPECT_FALSE(m.requests);
+  EXPECT_THAT(m.problems, ElementsAre("RECYCLER_REQUESTS: 1000001 is over the limit of 1000000"));
+}
+
+TEST(ParseMessage, FlagsOtherThanOneAreProblems) {
+  auto m = parse_message("READY=0\nSTOPPING=true\nWATCHDOG=trigger\nRECYCLER_CHECKPOINTED=");
+  EXPECT_FALSE(m.ready || m.stopping || m.watchdog || m.checkpointed);
+  EXPECT_THAT(m.problems,
+              ElementsAre(R"(READY: expected 1, got "0")", R"(STOPPING: expected 1, got "true")",
+                          R"(WATCHDOG: expected 1, got "trigger")",
+                          R"(RECYCLER_CHECKPOINTED: expected 1, got "")"));
+}
+
+TEST(ParseMessage, ACarriageReturnIsPartOfTheValue) {
+  auto m = parse_message("STATUS=dos\r\nREADY=1\r\nRECYCLER_REQUESTS=5\r\n");
+  EXPECT_EQ(m.status, "dos\r");
+  EXPECT_FALSE(m.ready);
+  EXPECT_FALSE(m.requests);
+  EXPECT_THAT(m.problems, ElementsAre(R"(READY: expected 1, got "1\x0d")",
+                                      R"(RECYCLER_REQUESTS: "5\x0d" is not a number)"));
+}
+
+TEST(ParseMessage, StatusKeepsEqualsSignsAndMayBeEmpty) {
+  EXPECT_EQ(parse_message("STATUS=a=b").status, "a=b");
+  EXPECT_EQ(parse_message("STATUS=").status, "") << "systemd reads this as clearing the status";
+}
+
+TEST(ParseMessage, AnOversizedStatusIsCutToTheLimit) {
+  auto m = parse_message("STATUS=" + std::string(3000, 's') + "\nREADY=1");
+  ASSERT_TRUE(m.status);
+  EXPECT_EQ(m.status->size(), kMaxStatusBytes);
+  EXPECT_TRUE(m.ready) << "lines after the long one still count";
+}
+
+TEST(ParseMessage, TheStatusCutDoesNotSplitAUtf8Character) {
+  // "é" is two bytes and would straddle the limit.
+  auto m = parse_message("STATUS=" + std::string(kMaxStatusBytes - 1, 's') + "\xc3\xa9");
+  ASSERT_TRUE(m.status);
+  EXPECT_EQ(*m.status, std::string(kMaxStatusBytes - 1, 's'));
+}
+
+TEST(ParseMessage, ALaterValueReplacesAnEarlierOne) {
+  auto m = parse_message("RECYCLER_REQUESTS=1\nSTATUS=a\nRECYCLER_REQUESTS=2\nSTATUS=b");
+  EXPECT_EQ(m.requests, 2u);
+  EXPECT_EQ(m.status, "b");
+}
+
+TEST(ParseMessage, ProblemsAreCappedPerDatagram) {
+  std::string datagram;
+  for (int i = 0; i < 100; ++i) datagram += "junk\n";
+  datagram += "READY=1";
+  auto m = parse_message(datagram);
+  EXPECT_TRUE(m.ready);
+  ASSERT_EQ(m.problems.size(), kMaxProblems + 1);
+  EXPECT_EQ(m.problems.back(), "92 more problems");
+}
+
+TEST(ParseMessage, ProblemTextsAreShortAndPrintable) {
+  auto m = parse_message("RECYCLER_REQUESTS=" + std::string(500, '\x1b'));
+  ASSERT_EQ(m.problems.size(), 1u);
+  EXPECT_LT(m.problems[0].size(), 250u);
+  EXPECT_THAT(m.problems[0], HasSubstr(R"("\x1b\x1b)"));
+  EXPECT_THAT(m.problems[0], HasSubstr(R"(..." is not a number)"));
+}
+
+// ---------------------------------------------------------------------------
+// NotifySocket
+
+struct Received {
+  pid_t pid;
+  uid_t uid;
+  std::string data;
+};
+
+// A sender connected to the socket's abstract address; blocking, like sd_notify.
+class Sender {
+ public:
+  explicit Sender(const std::string& address)
+      : fd_(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
+    auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0;
+  }
+  bool connected() const { return connected_; }
+
+  // Sends `data`, and `fds` as SCM_RIGHTS when there are any.
+  bool send(std::string_view data, const std::vector<int>& fds = {}) {
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    std::vector<char> control;
+    if (!fds.empty()) {
+      control.resize(CMSG_SPACE(sizeof(int) * fds.size()));
+      msg.msg_control = control.data();
+      msg.msg_controllen = control.size();
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    return ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+
+ private:
+  UniqueFd fd_;
+  bool connected_ = false;
+};
+
+std::size_t open_fd_count() {
+  std::size_t n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
+}
+
+// Runs `child` in a forked process that exits with its result (0 = true).
+pid_t fork_child(const std::function<bool()>& child) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(child() ? 0 : 1);
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class NotifySocketTest : public ::testing::Test {
+ protected:
+  void SetUp() override { uv_loop_init(&loop_); }
+  void TearDown() override {
+    socket_.reset();
+    uv_run(&loop_, UV_RUN_DEFAULT);  // lets the closed handles finish closing
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "a libuv handle was left open";
+  }
+
+  void open() {
+    auto s = NotifySocket::open(&loop_, [this](const NotifySocket::Datagram& d) {
+      received_.push_back({d.pid, d.uid, std::string(d.data)});
+      ++batch_;
+    });
+    ASSERT_TRUE(s) << s.error().message;
+    socket_ = std::move(*s);
+  }
+
+  // Runs the loop until `done()` holds or `deadline` passes; returns done().
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds deadline = 10s) {
+    bool expired = false;
+    auto* timer = new uv_timer_t;
+    uv_timer_init(&loop_, timer);
+    timer->data = &expired;
+    uv::Handle<uv_timer_t> owner(timer);
+    uv_timer_start(
+        timer, [](uv_timer_t* t) { *static_cast<bool*>(t->data) = true; },
+        static_cast<uint64_t>(deadline.count()), 0);
+    while (!done() && !expired) uv_run(&loop_, UV_RUN_ONCE);
+    return done();
+  }
+  bool run_until_received(std::size_t n) {
+    return run_until([&] { return received_.size() >= n; });
+  }
+
+  uv_loop_t loop_{};
+  std::unique_ptr<NotifySocket> socket_;
+  std::vector<Received> received_;
+  int batch_ = 0;  // datagrams handled since the loop last ran its check handles
+};
+
+TEST_F(NotifySocketTest, TheAddressIsAbstractAndNamedAfterThisProcess) {
+  open();
+  const std::string& a = socket_->address();
+  std::string prefix = "@recycler-" + std::to_string(::getpid()) + "-";
+  ASSERT_EQ(a.rfind(prefix, 0), 0u) << a;
+  EXPECT_EQ(a.size(), prefix.size() + 16) << a;
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef", prefix.size()), std::string::npos) << a;
+
+  auto other = NotifySocket::open(&loop_, [](const NotifySocket::Datagram&) {});
+  ASSERT_TRUE(other);
+  EXPECT_NE((*other)->address(), a) << "two supervisors on one host must not collide";
+}
+
+TEST_F(NotifySocketTest, ADatagramArrivesWithTheSendersPidAndUid) {
+  open();
+  Sender sender(socket_->address());
+  ASSERT_TRUE(sender.connected());
+  ASSERT_TRUE(sender.send("READY=1\nSTATUS=up"));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(received_[0].pid, ::getpid());
+  EXPECT_EQ(received_[0].uid, ::getuid());
+  EXPECT_EQ(received_[0].data, "READY=1\nSTATUS=up");
+  EXPECT_EQ(socket_->stats().received, 1u);
+}
+
+TEST_F(NotifySocketTest, ADatagramFromAForkedChildCarriesTheChildsPid) {
+  open();
+  std::string address = socket_->address();
+  pid_t child = fork_child([&] {
+    Sender sender(address);
+    return sender.connected() && sender.send("RECYCLER_REQUESTS=1");
+  });
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(run_until_received(1));
+  EXPECT_EQ(wait_exit_code(child), 0);
+  ASSERT_EQ(received_.size(), 1u);
+  EXPECT_EQ(received_[0].pid, child);
+  EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=1");
+}
+
+TEST_F(NotifySocketTest, AnOversizedDatagramIsDroppedAndTheNextOneArrives) {
+  open();
+  Sender sender(socket_->address());
+  ASSERT_TRUE(sender.send("STATUS=" + std::string(NotifySocket::kMaxDatagram, 'x')));
+  ASSERT_TRUE(sender.send("READY=1"));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(received_[0].data, "READY=1");
+  EXPECT_EQ(socket_->stats().oversized, 1u);
+  EXPECT_EQ(socket_->stats().received, 1u);
+}
+
+TEST_F(NotifySocketTest, ADatagramOfExactlyTheLimitArrives) {
+  open();
+  Sender sender(socket_->address());
+  std::string full = "STATUS=" + std::string(NotifySocket::kMaxDatagram - 7, 'x');
+  ASSERT_TRUE(sender.send(full));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(received_[0].data, full);
+  EXPECT_EQ(socket_->stats().oversized, 0u);
+}
+
+TEST_F(NotifySocketTest, PassedDescriptorsAreClosedOnArrival) {
+  open();
+  Sender sender(socket_->address());
+  UniqueFd passed(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(passed);
+  std::size_t before = open_fd_count();
+  ASSERT_TRUE(sender.send("READY=1", {passed.get(), passed.get(), passed.get()}));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(received_[0].data, "READY=1") << "the datagram itself still counts";
+  EXPECT_EQ(socket_->stats().fds_closed, 3u);
+  EXPECT_EQ(open_fd_count(), before) << "a descriptor leaked into the supervisor";
+}
+
+TEST_F(NotifySocketTest, DescriptorsOnAnOversizedDatagramAreClosedToo) {
+  open();
+  Sender sender(socket_->address());
+  UniqueFd passed(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  std::size_t before = open_fd_count();
+  ASSERT_TRUE(sender.send(std::string(2 * NotifySocket::kMaxDatagram, 'x'), {passed.get()}));
+  ASSERT_TRUE(sender.send("READY=1"));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(socket_->stats().oversized, 1u);
+  EXPECT_EQ(socket_->stats().fds_closed, 1u);
+  EXPECT_EQ(open_fd_count(), before);
+}
+
+TEST_F(NotifySocketTest, ABurstOf2000ArrivesInOrderWithoutStarvingTheLoop) {
+  open();
+  constexpr int kBurst = 2000;
+  // Counts loop iterations and the most datagrams handled within one.
+  int iterations = 0, largest_batch = 0;
+  auto* check = new uv_check_t;
+  uv_check_init(&loop_, check);
+  uv::Handle<uv_check_t> check_owner(check);
+  struct Counters {
+    int* iterations;
+    int* largest;
+    int* batch;
+  } counters{&iterations, &largest_batch, &batch_};
+  check->data = &counters;
+  uv_check_start(check, [](uv_check_t* h) {
+    auto* c = static_cast<Counters*>(h->data);
+    ++*c->iterations;
+    *c->largest = std::max(*c->largest, *c->batch);
+    *c->batch = 0;
+  });
+
+  std::string address = socket_->address();
+  pid_t child = fork_child([&] {
+    Sender sender(address);
+    for (int i = 0; i < kBurst; ++i)
+      if (!sender.send("RECYCLER_REQUESTS=1\nSEQ=" + std::to_string(i))) return false;
+    return true;
+  });
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(run_until_received(kBurst));
+  EXPECT_EQ(wait_exit_code(child), 0);
+  ASSERT_EQ(received_.size(), static_cast<std::size_t>(kBurst));
+  for (int i = 0; i < kBurst; ++i) {
+    EXPECT_EQ(received_[i].pid, child);
+    ASSERT_EQ(received_[i].data, "RECYCLER_REQUESTS=1\nSEQ=" + std::to_string(i));
+  }
+  EXPECT_LE(largest_batch, NotifySocket::kMaxPerWakeup);
+  EXPECT_GE(iterations, kBurst / NotifySocket::kMaxPerWakeup);
+}
+
+// Starts `argv` with `env` (and `stdout_fd` as its stdout, when given); the pid, or -1.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            int stdout_fd = -1) {
+  std::vector<char*> a, e;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  e.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdout_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, a[0], &actions, nullptr, a.data(), e.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+// One line from `fd`, waiting at most `timeout` for each piece of it.
+std::string read_line(int fd, std::chrono::milliseconds timeout = 10s) {
+  std::string line;
+  char c;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, static_cast<int>(timeout.count())) == 1 && ::read(fd, &c, 1) == 1) {
+    if (c == '\n') break;
+    line += c;
+  }
+  return line;
+}
+
+const char* const kPython = "/usr/bin/python3";
+const std::string kHelperDir = std::string(RECYCLER_FIXTURES_DIR) + "/../../examples/python";
+
+TEST_F(NotifySocketTest, ThePythonHelperReachesTheSocketWithItsPid) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  open();
+  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "RECYCLER_REQUESTS=3"},
+                       {"NOTIFY_SOCKET=" + socket_->address()});
+  ASSERT_GT(python, 0);
+  EXPECT_TRUE(run_until_received(1));
+  EXPECT_EQ(wait_exit_code(python), 0);
+  ASSERT_EQ(received_.size(), 1u);
+  EXPECT_EQ(received_[0].pid, python);
+  EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=3");
+}
+
+TEST_F(NotifySocketTest, ThePythonHelperReportsFromAForkedChildWithTheChildsPid) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  open();
+  // A pre-fork server in miniature: the parent reports, forks, the child reports.
+  const char* script = R"(
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+assert rn.ready()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if rn.requests(2) and rn.status(str(os.getpid())) else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+)";
+  pid_t python =
+      spawn({kPython, "-c", script, kHelperDir}, {"NOTIFY_SOCKET=" + socket_->address()});
+  ASSERT_GT(python, 0);
+  EXPECT_TRUE(run_until_received(3));
+  EXPECT_EQ(wait_exit_code(python), 0);
+  ASSERT_EQ(received_.size(), 3u);
+  EXPECT_EQ(received_[0].pid, python);
+  EXPECT_EQ(received_[0].data, "READY=1");
+  EXPECT_EQ(received_[1].data, "RECYCLER_REQUESTS=2");
+  EXPECT_EQ(received_[2].data, "STATUS=" + std::to_string(received_[2].pid))
+      << "the child's datagrams must carry the child's pid";
+  EXPECT_EQ(received_[1].pid, received_[2].pid);
+  EXPECT_NE(received_[1].pid, python);
+}
+
+TEST_F(NotifySocketTest, ThePythonHelperKeepsCountsItCouldNotSendForItsNextMessage) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  open();
+  // More requests than any kernel's queue for one socket holds (net.unix.max_dgram_qlen)
+  // while the loop does not read; then a lifecycle message waits for room, and
+  // the next count carries everything that could not go before.
+  const char* script = R"(
+import sys
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+unsent = sum(not rn.requests(1) for _ in range(1000))
+print("filled", unsent, flush=True)
+assert rn.ready()
+assert rn.requests(0)
+)";
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  UniqueFd out_read(out[0]), out_write(out[1]);
+  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {"NOTIFY_SOCKET=" + socket_->address()},
+                       out_write.get());
+  ASSERT_GT(python, 0);
+  out_write.reset();
+  std::string filled = read_line(out_read.get());
+  ASSERT_EQ(filled.rfind("filled ", 0), 0u) << filled;
+  EXPECT_GT(std::stoi(filled.substr(7)), 0) << "the queue never filled: nothing was carried over";
+
+  auto total = [&] {
+    uint64_t n = 0;
+    for (const auto& r : received_) n += parse_message(r.data).requests.value_or(0);
+    return n;
+  };
+  EXPECT_TRUE(run_until([&] { return total() >= 1000; }));
+  EXPECT_EQ(wait_exit_code(python), 0);
+  EXPECT_EQ(total(), 1000u) << "every request counted exactly once";
+  ASSERT_FALSE(received_.empty());
+  EXPECT_GT(parse_message(received_.back().data).requests, 1u) << "the carried-over count";
+}
+
+TEST_F(NotifySocketTest, ThePythonHelperIsANoOpWithoutNotifySocket) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "READY=1"}, {});
+  ASSERT_GT(python, 0);
+  EXPECT_EQ(wait_exit_code(python), 0) << "unsupervised, the helper must not fail its caller";
+}
+
+TEST_F(NotifySocketTest, ThePythonHelperFailsWhenTheSocketIsGone) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "READY=1"},
+                       {"NOTIFY_SOCKET=@recycler-test-nobody-listens"});
+  ASSERT_GT(python, 0);
+  EXPECT_EQ(wait_exit_code(python), 1);
+}
+
+}  // namespace
+}  // namespace recycler::notify
