@@ -16,6 +16,10 @@
 #     switches (voluntary + involuntary) over the same window;
 #   - stop: SIGTERM, the time until recycler has exited, its exit status (must
 #     be 0), that every worker is gone and that the cgroup root was removed.
+# With BENCH_POLICIES set (a YAML flow list, e.g.
+# '[{memory: {metric: anon, limit: 48MiB}}]') the program gets those policies
+# and `sample_interval: ${BENCH_INTERVAL:-1s}`, and the CPU figure is also given
+# per sampled worker per sample: the cost of watching a worker.
 # Exit status: 0 when all that went as expected, 1 otherwise.
 set -u
 
@@ -96,6 +100,9 @@ programs:
     limits: {memory_max: 64MiB}
     restart: {mode: never}
 EOF
+if [[ -n ${BENCH_POLICIES:-} ]]; then
+  printf '    sample_interval: %s\n    policies: %s\n' "${BENCH_INTERVAL:-1s}" "$BENCH_POLICIES" >>"$CONFIG"
+fi
 
 : >"$LOG"
 "$BIN" run -c "$CONFIG" >"$LOG" 2>&1 </dev/null &
@@ -186,6 +193,13 @@ echo "recycler idle benchmark: $WORKERS workers, $IDLE_SECONDS s, cgroup $MODE"
 echo "  RSS after start: $(mib "$RSS_KB") (peak $(mib "$HWM_KB")); anon $(mib "$ANON_KB"), file $(mib "$FILE_KB")"
 echo "  RSS after idle:  $(mib "$RSS_AFTER_KB")"
 echo "  CPU over $ELAPSED s: $RUN_MS ms ($RUN_PCT% of one core) [schedstat]; utime+stime $TICK_MS ms"
+if [[ -n ${BENCH_POLICIES:-} ]]; then
+  echo "  policies:        $BENCH_POLICIES, sampled every ${BENCH_INTERVAL:-1s}"
+  awk -v ms="$RUN_MS" -v w="$WORKERS" -v s="$ELAPSED" -v i="${BENCH_INTERVAL:-1s}" 'BEGIN {
+    iv = i; sub(/ms$/, "", iv); if (iv == i) { sub(/s$/, "", iv); iv *= 1000 }
+    n = w * s * 1000 / iv
+    printf "  per sample:      %.1f us of CPU per worker per sample (%d samples)\n", ms * 1000 / n, n }'
+fi
 echo "  start-up CPU:    $(awk -v n="$NS0" 'BEGIN { printf "%.1f", n / 1e6 }') ms (from exec until the idle window)"
 echo "  wakeups:         $((CTXT1 - CTXT0)) context switches, $LOG_LINES_IDLE log lines while idle"
 echo "  process:         pid $PID_SAVED, $THREADS thread(s), $FDS open fds"
