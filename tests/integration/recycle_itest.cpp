@@ -3,10 +3,15 @@
 // kernel's OOM killer never acts; a spike is caught by the kernel fast path
 // between samples; a replacement that starts over its limit backs off instead
 // of looping; at most max_concurrent_recycles workers recycle at a time;
-// requests reported on the notify socket are counted exactly.
+// requests reported on the notify socket are counted exactly, and only from
+// the workers; each decision is a JSON event too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
+#include <cstddef>
+#include <cstring>
 #include <regex>
 
 #include "tests/support/itest.h"
@@ -196,6 +201,63 @@ TEST(Recycle, RequestsReportedOnTheNotifySocketAreCountedExactly) {
   }
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+TEST(Recycle, EachDecisionIsAJsonEventWithItsFigures) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "320MiB", "--step", "20", "--max", "1GiB"]
+    limits: {memory_max: 256MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    restart: {mode: never}
+)",
+                                                   "log: {format: json}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto line = r.wait_for("\"event\":\"recycle\"", scaled(20s));
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("\"msg\":\"leak[0] recycle: anon "));
+  EXPECT_THAT(*line, HasSubstr("\"program\":\"leak\",\"slot\":0,\"pid\":"));
+  EXPECT_THAT(*line, HasSubstr("\"policy\":\"memory\",\"action\":\"restart\""));
+  EXPECT_THAT(*line, ::testing::ContainsRegex("\"reason\":\"anon [0-9.]+ MiB > 64 MiB\""));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+}
+
+// Sends one datagram to an abstract unix socket ("@name"), from this process.
+bool send_datagram(const std::string& address, const std::string& data) {
+  sockaddr_un addr{};
+  if (address.empty() || address[0] != '@' || address.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+  return ::sendto(fd.get(), data.data(), data.size(), 0, reinterpret_cast<sockaddr*>(&addr), len) ==
+         static_cast<ssize_t>(data.size());
+}
+
+TEST(Recycle, NotifyMessagesFromOutsideTheWorkersAreDroppedAndSaidSo) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sh", "-c", "echo socket=$NOTIFY_SOCKET; exec sleep 1000"]
+    policies:
+      - max_requests: {limit: 5}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch m;
+  static const std::regex kSocket(R"(app\[0\] out \| socket=(@\S+))");
+  ASSERT_TRUE(r.wait_for(kSocket, &m));
+  // The test process is no worker: its requests must not count.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(send_datagram(m[1].str(), "RECYCLER_REQUESTS=1"));
+  ASSERT_TRUE(r.wait_for("notify socket: ignored a message from pid " + std::to_string(::getpid()) +
+                         ", which is not a worker (1 so far)"));
+  // One warning for all ten (rate-limited); the worker was never recycled.
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_EQ(r.count("notify socket: ignored"), 1u) << r.output();
+  EXPECT_EQ(r.count("app[0] recycle"), 0u) << r.output();
 }
 
 }  // namespace
