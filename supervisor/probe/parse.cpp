@@ -86,6 +86,18 @@ std::optional<uint64_t>* find_slot(std::span<const Field> fields, std::string_vi
   return nullptr;
 }
 
+// "Key:  1234 kB" lines into the slots of `fields`; other lines are skipped.
+void parse_kb_lines(std::string_view text, std::span<const Field> fields) {
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::optional<uint64_t>* slot = find_slot(fields, line.substr(0, colon));
+    if (!slot) continue;
+    if (std::optional<uint64_t> bytes = parse_kb(line.substr(colon + 1))) *slot = bytes;
+  }
+}
+
 }  // namespace
 
 std::optional<uint64_t> parse_u64(std::string_view text) {
@@ -171,17 +183,17 @@ ProcessMemory parse_smaps_rollup(std::string_view text) {
                           {"Private_Clean", &private_clean},
                           {"Private_Dirty", &private_dirty},
                           {"Private_Hugetlb", &private_hugetlb}};
-  while (!text.empty()) {
-    std::string_view line = next_line(text);
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    // The header line ("56..-7f.. ---p 00000000 00:00 0 [rollup]") matches no key.
-    std::optional<uint64_t>* slot = find_slot(fields, line.substr(0, colon));
-    if (!slot) continue;
-    if (std::optional<uint64_t> bytes = parse_kb(line.substr(colon + 1))) *slot = bytes;
-  }
+  // The header line ("56..-7f.. ---p 00000000 00:00 0 [rollup]") matches no key.
+  parse_kb_lines(text, fields);
   if (private_clean || private_dirty)
     out.uss = sum_present({private_clean, private_dirty, private_hugetlb});
+  return out;
+}
+
+StatusMemory parse_status_memory(std::string_view text) {
+  StatusMemory out;
+  const Field fields[] = {{"VmRSS", &out.rss}, {"RssAnon", &out.anon}};
+  parse_kb_lines(text, fields);
   return out;
 }
 

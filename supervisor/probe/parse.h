@@ -41,6 +41,16 @@ struct ProcessMemory {
 // anon = Anonymous.
 ProcessMemory parse_smaps_rollup(std::string_view text);
 
+// A process's memory from the kernel's counters, bytes: cheap to read, unlike
+// smaps_rollup, whose cost grows with the process (it walks the page tables).
+struct StatusMemory {
+  std::optional<uint64_t> rss, anon;
+};
+
+// /proc/PID/status (values in kB): rss = VmRSS, anon = RssAnon. Kernels before
+// 4.5 have no RssAnon; kernel threads and zombies have neither (no mm).
+StatusMemory parse_status_memory(std::string_view text);
+
 // /proc/PID/statm: the resident field (pages) times `page_size`.
 std::optional<uint64_t> parse_statm_rss(std::string_view text, uint64_t page_size);
 

@@ -12,7 +12,7 @@
 namespace recycler::probe {
 namespace {
 
-// Larger than any memory.stat (v2 on 6.x: ~2 KiB), smaps_rollup or stat.
+// Larger than any memory.stat (v2 on 6.x: ~2 KiB), smaps_rollup, status or stat.
 constexpr size_t kBufSize = 8192;
 
 // A small pseudo-file in one read(): seq_file reads fill the buffer up to the
@@ -73,6 +73,13 @@ ProcessMemory ProcessReader::memory(pid_t pid, bool full) const {
   return m;
 }
 
+StatusMemory ProcessReader::status_memory(pid_t pid) const {
+  char buf[kBufSize];
+  auto text = read_small(root_.get(), PidPath(pid, "status").text, buf);
+  if (!text) return {};
+  return parse_status_memory(*text);
+}
+
 std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
   char buf[kBufSize];
   auto text = read_small(root_.get(), PidPath(pid, "stat").text, buf);
@@ -100,11 +107,20 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
   const bool list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
   const bool tree_memory = !cgroup && cgroup_memory;  // no cgroup: sum over the processes
   if (!list && !tree_memory) return s;
-  const bool memory = (needs & kNeedsProcessMemory) || tree_memory;
+  const bool memory = needs & kNeedsProcessMemory;
   const bool threads = needs & kNeedsThreads;
-  // A process whose rss was read but not its Anonymous (smaps_rollup not
-  // readable) would make the anon sum an underestimate: then it stays empty.
+  // A process whose rss was read but not its anon (smaps_rollup not readable,
+  // no RssAnon before 4.5) would make the anon sum an underestimate: then it
+  // stays empty. No rss: the process is gone, and so is its memory.
   bool anon_complete = true;
+  auto add_to_tree = [&](std::optional<uint64_t> rss, std::optional<uint64_t> anon) {
+    if (!rss) return;
+    s.current = s.current.value_or(0) + *rss;
+    if (anon)
+      s.anon = s.anon.value_or(0) + *anon;
+    else
+      anon_complete = false;
+  };
   if (list) s.processes.reserve(pids.size());
   for (pid_t pid : pids) {
     ProcessSample p;
@@ -115,13 +131,11 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
       p.rss = m.rss;
       p.pss = m.pss;
       p.uss = m.uss;
-      if (tree_memory && m.rss) {  // no rss: the process is gone, and so is its memory
-        s.current = s.current.value_or(0) + *m.rss;
-        if (m.anon)
-          s.anon = s.anon.value_or(0) + *m.anon;
-        else
-          anon_complete = false;
-      }
+      if (tree_memory) add_to_tree(m.rss, m.anon);
+    } else if (tree_memory) {
+      // status costs the same for any process; smaps_rollup grows with it.
+      StatusMemory m = procs.status_memory(pid);
+      add_to_tree(m.rss, m.anon);
     }
     if (threads) {
       p.threads = procs.threads(pid);

@@ -43,6 +43,9 @@ class ProcessReader {
   // missing or unreadable; otherwise statm alone (rss only, much cheaper:
   // smaps_rollup walks the page tables).
   ProcessMemory memory(pid_t pid, bool full) const;
+  // rss and anon from /proc/PID/status: the kernel's counters, a constant cost
+  // whatever the process's size.
+  StatusMemory status_memory(pid_t pid) const;
   // num_threads from /proc/PID/stat.
   std::optional<uint32_t> threads(pid_t pid) const;
 
@@ -59,9 +62,11 @@ class ProcessReader {
 //   kNeedsProcesses      the process list (one ProcessSample per pid)
 // Any of the last three fills Sample::processes, `main` set for main_pid.
 // Without cgroups (`cgroup` null) the cgroup figures come from the processes:
-// current = sum of rss, anon = sum of Anonymous (smaps_rollup; empty when a
-// live process's smaps_rollup could not be read), file/kernel/shmem/pressure
-// empty. A process that has exited meanwhile stays listed with empty fields.
+// current = sum of rss, anon = sum of anonymous memory, file/kernel/shmem/
+// pressure empty. The sums come from smaps_rollup (Rss, Anonymous) when
+// kNeedsProcessMemory reads it anyway, else from status (VmRSS, RssAnon);
+// anon is empty when a live process's figure could not be read. A process
+// that has exited meanwhile adds nothing, and stays listed with empty fields.
 // requests and device are left to the caller.
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
                               const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,

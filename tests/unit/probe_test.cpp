@@ -236,6 +236,40 @@ TEST(ParseSmapsRollup, EmptyInputIsEmpty) {
   EXPECT_EQ(m.uss, std::nullopt);
 }
 
+// ---- parse_status_memory ----
+
+TEST(ParseStatusMemory, ReadsVmRssAndRssAnonInBytes) {
+  StatusMemory m = parse_status_memory(
+      "Name:\tgunicorn\nVmHWM:\t  530432 kB\nVmRSS:\t  512008 kB\nRssAnon:\t  497672 kB\n"
+      "RssFile:\t   14336 kB\nRssShmem:\t       0 kB\nThreads:\t7\n");
+  EXPECT_EQ(m.rss, 512008 * kKiB);
+  EXPECT_EQ(m.anon, 497672 * kKiB);
+}
+
+TEST(ParseStatusMemory, SkipsMalformedValues) {
+  StatusMemory m = parse_status_memory(
+      "VmRSS:\t12\nRssAnon:\tx kB\nVmRSS 40 kB\nVmRSS:\t18014398509481984 kB\n"
+      "RssAnon:\t8 kB\n");
+  EXPECT_EQ(m.rss, std::nullopt);  // no unit, no colon, overflow in bytes
+  EXPECT_EQ(m.anon, 8 * kKiB);     // the valid line after the bad one
+}
+
+TEST(ParseStatusMemory, OldKernelWithoutRssAnonLeavesAnonEmpty) {
+  // Before 4.5 status has VmRSS but no RssAnon/RssFile/RssShmem.
+  StatusMemory m =
+      parse_status_memory("VmHWM:\t    6000 kB\nVmRSS:\t    6000 kB\nVmData:\t3964 kB\n");
+  EXPECT_EQ(m.rss, 6000 * kKiB);
+  EXPECT_EQ(m.anon, std::nullopt);
+}
+
+TEST(ParseStatusMemory, NoMmLeavesBothEmpty) {
+  // Kernel threads and zombies have no Vm* or Rss* lines.
+  StatusMemory m = parse_status_memory("Name:\tkworker/0:1\nState:\tI (idle)\nThreads:\t1\n");
+  EXPECT_EQ(m.rss, std::nullopt);
+  EXPECT_EQ(m.anon, std::nullopt);
+  EXPECT_EQ(parse_status_memory("").rss, std::nullopt);
+}
+
 // ---- parse_statm_rss, parse_stat_threads ----
 
 TEST(ParseStatmRss, MultipliesResidentPagesByPageSize) {
@@ -353,7 +387,7 @@ TEST(ProcessReader, FullReadsSmapsRollup) {
 
 TEST(ProcessReader, NotFullReadsStatmOnly) {
   ProcessMemory m = ProcessReader(fixture("proc")).memory(4242, false);
-  EXPECT_EQ(m.rss, 128000 * page_size());
+  EXPECT_EQ(m.rss, 128002 * page_size());
   EXPECT_EQ(m.pss, std::nullopt);
   EXPECT_EQ(m.uss, std::nullopt);
   EXPECT_EQ(m.anon, std::nullopt);
@@ -363,6 +397,20 @@ TEST(ProcessReader, FullFallsBackToStatmWithoutSmapsRollup) {
   ProcessMemory m = ProcessReader(fixture("proc")).memory(4343, true);
   EXPECT_EQ(m.rss, 1500 * page_size());
   EXPECT_EQ(m.uss, std::nullopt);
+}
+
+TEST(ProcessReader, StatusMemoryReadsTheKernelCounters) {
+  // The counters lag the page walk of smaps_rollup (Rss 512000, Anonymous
+  // 497664 kB) by a few pages: the fixture's figures tell the files apart.
+  StatusMemory m = ProcessReader(fixture("proc")).status_memory(4242);
+  EXPECT_EQ(m.rss, 512008 * kKiB);
+  EXPECT_EQ(m.anon, 497672 * kKiB);
+}
+
+TEST(ProcessReader, StatusMemoryOfOldKernelHasNoAnon) {
+  StatusMemory m = ProcessReader(fixture("proc")).status_memory(4343);
+  EXPECT_EQ(m.rss, 6000 * kKiB);
+  EXPECT_EQ(m.anon, std::nullopt);
 }
 
 TEST(ProcessReader, ThreadsFromStatWithWeirdComm) {
@@ -376,6 +424,7 @@ TEST(ProcessReader, ExitedProcessYieldsEmptyFields) {
   ProcessMemory m = procs.memory(5555, true);
   EXPECT_EQ(m.rss, std::nullopt);
   EXPECT_EQ(m.uss, std::nullopt);
+  EXPECT_EQ(procs.status_memory(5555).rss, std::nullopt);
   EXPECT_EQ(procs.threads(5555), std::nullopt);
 }
 
@@ -453,10 +502,10 @@ TEST_F(ProbeWorker, ExitedProcessStaysListedWithEmptyFields) {
   EXPECT_EQ(s.threads, 7u);
 }
 
-TEST_F(ProbeWorker, WithoutCgroupSumsTheProcessTree) {
+TEST_F(ProbeWorker, WithoutCgroupSumsStatusOfTheProcessTree) {
   policies::Sample s = probe_worker(nullptr, procs_, {4242, 5555}, 4242, kNeedsCgroupMemory, now_);
-  EXPECT_EQ(s.current, 512000 * kKiB);
-  EXPECT_EQ(s.anon, 497664 * kKiB);
+  EXPECT_EQ(s.current, 512008 * kKiB);  // status's VmRSS and RssAnon, not smaps_rollup's
+  EXPECT_EQ(s.anon, 497672 * kKiB);     // 5555 has exited: it adds nothing
   EXPECT_EQ(s.file, std::nullopt);
   EXPECT_EQ(s.kernel, std::nullopt);
   EXPECT_EQ(s.shmem, std::nullopt);
@@ -464,18 +513,36 @@ TEST_F(ProbeWorker, WithoutCgroupSumsTheProcessTree) {
   EXPECT_TRUE(s.processes.empty());  // the list was not asked for
 }
 
-TEST_F(ProbeWorker, WithoutCgroupAnonIsEmptyWhenAProcessLacksSmapsRollup) {
+TEST_F(ProbeWorker, WithoutCgroupAnonIsEmptyWhenAProcessLacksRssAnon) {
   policies::Sample s = probe_worker(nullptr, procs_, pids_, 4242, kNeedsCgroupMemory, now_);
-  EXPECT_EQ(s.current, 512000 * kKiB + 1500 * page_size());
+  EXPECT_EQ(s.current, (512008 + 6000) * kKiB);
   EXPECT_EQ(s.anon, std::nullopt);
 }
 
-TEST_F(ProbeWorker, WithoutCgroupAndWithProcessMemoryFillsBoth) {
+TEST_F(ProbeWorker, WithoutCgroupAndWithThreadsSumsStatusAndFillsNoProcessMemory) {
+  policies::Sample s =
+      probe_worker(nullptr, procs_, {4242}, 4242, kNeedsCgroupMemory | kNeedsThreads, now_);
+  EXPECT_EQ(s.current, 512008 * kKiB);
+  EXPECT_EQ(s.anon, 497672 * kKiB);
+  ASSERT_EQ(s.processes.size(), 1u);
+  EXPECT_EQ(s.processes[0].threads, 7u);
+  EXPECT_EQ(s.processes[0].rss, std::nullopt);  // per-process memory was not asked for
+}
+
+TEST_F(ProbeWorker, WithoutCgroupAndWithProcessMemorySumsSmapsRollup) {
   policies::Sample s =
       probe_worker(nullptr, procs_, {4242}, 4242, kNeedsCgroupMemory | kNeedsProcessMemory, now_);
-  EXPECT_EQ(s.current, 512000 * kKiB);
+  EXPECT_EQ(s.current, 512000 * kKiB);  // smaps_rollup's Rss and Anonymous, read anyway
+  EXPECT_EQ(s.anon, 497664 * kKiB);
   ASSERT_EQ(s.processes.size(), 1u);
   EXPECT_EQ(s.processes[0].uss, (4096 + 495616) * kKiB);
+}
+
+TEST_F(ProbeWorker, WithoutCgroupAndWithProcessMemoryAnonIsEmptyWhenSmapsRollupIsMissing) {
+  policies::Sample s =
+      probe_worker(nullptr, procs_, pids_, 4242, kNeedsCgroupMemory | kNeedsProcessMemory, now_);
+  EXPECT_EQ(s.current, 512000 * kKiB + 1500 * page_size());  // 4343: statm fallback
+  EXPECT_EQ(s.anon, std::nullopt);
 }
 
 // ---- the real /proc ----
@@ -490,6 +557,14 @@ TEST(RealProc, ReadsOwnMemory) {
   ProcessMemory statm = procs.memory(::getpid(), false);
   ASSERT_TRUE(statm.rss);
   EXPECT_GT(*statm.rss, 0u);
+}
+
+TEST(RealProc, ReadsOwnStatusMemory) {
+  StatusMemory m = ProcessReader().status_memory(::getpid());
+  ASSERT_TRUE(m.rss);
+  ASSERT_TRUE(m.anon);
+  EXPECT_GT(*m.anon, 0u);
+  EXPECT_LE(*m.anon, *m.rss);
 }
 
 TEST(RealProc, CountsOwnThreads) {
