@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <regex>
 
 #include "tests/support/itest.h"
 
@@ -62,6 +63,30 @@ TEST(Fallback, WithoutCgroupPermissionWorkersRunUnenforcedAndStopCompletely) {
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(), 0);
   for (pid_t p : session) EXPECT_FALSE(process_exists(p)) << "pid " << p;
+}
+
+TEST(Fallback, WithoutCgroupsPoliciesStillRecycleFromTheProcessTree) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to run recycler as the unprivileged user nobody";
+  Sandbox sb;
+  // No cgroup: anon is summed from /proc/PID/status of the worker's session,
+  // sampled every 100 ms (no kernel fast path without a cgroup).
+  std::string cfg = sb.write("r.yaml", R"(programs:
+  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "100MiB", "--step", "20", "--max", "256MiB"]
+    sample_interval: 100ms
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)");
+  Recycler r({"run", "-c", cfg}, as_nobody(sb));
+  std::smatch m;
+  ASSERT_TRUE(
+      r.wait_for(std::regex(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)"), &m, scaled(20s)));
+  EXPECT_LT(std::stod(m[1].str()), 96.0) << "within a few samples of the limit";
+  ASSERT_TRUE(r.wait_for("leak[0] started: pid", scaled(10s)));  // the replacement
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
 }
 
 TEST(Fallback, CheckShowsTheLimitsAsNotEnforced) {

@@ -513,14 +513,20 @@ TEST_F(NotifySocketTest, ThePythonHelperKeepsCountsItCouldNotSendForItsNextMessa
   // More requests than any kernel's queue for one socket holds (net.unix.max_dgram_qlen)
   // while the loop does not read; then a lifecycle message waits for room, and
   // the next count carries everything that could not go before.
+  // ready() waits up to a second for room; on a loaded machine the test's loop
+  // may take longer to start reading, so both sends are retried until a
+  // deadline instead of asserted once.
   const char* script = R"(
-import sys
+import sys, time
 sys.path.insert(0, sys.argv[1])
 import recycler_notify as rn
 unsent = sum(not rn.requests(1) for _ in range(1000))
 print("filled", unsent, flush=True)
-assert rn.ready()
-assert rn.requests(0)
+deadline = time.monotonic() + 30
+while not rn.ready():
+    assert time.monotonic() < deadline
+while not rn.requests(0):
+    assert time.monotonic() < deadline
 )";
   int out[2];
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
