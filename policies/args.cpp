@@ -9,15 +9,8 @@
 namespace recycler::policies {
 namespace {
 
+using config::quote;
 using config::suggest;
-
-std::string quote(std::string_view s) {
-  // Appended, not `"\"" + ... + "\""`: GCC 12 at -O2 warns falsely (-Wrestrict) there.
-  std::string out;
-  out.reserve(s.size() + 2);
-  out.append(1, '"').append(s).append(1, '"');
-  return out;
-}
 
 // "a, b or c"
 std::string join_or(const std::vector<std::string>& words) {

@@ -1,13 +1,11 @@
 #include "supervisor/monitor.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 
 #include "supervisor/config/units.h"
 #include "supervisor/log.h"
+#include "supervisor/util/pidfd.h"
 
 namespace recycler {
 
@@ -15,20 +13,6 @@ using config::format_duration;
 using log::Level;
 using policies::Decision;
 using policies::RecycleKey;
-
-namespace {
-
-int pidfd_open(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-int pidfd_send_signal(int pidfd, int sig) {
-  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
-
-constexpr unsigned kProcessNeeds =
-    policies::kNeedsProcessMemory | policies::kNeedsThreads | policies::kNeedsProcesses;
-
-}  // namespace
 
 // One run (generation) of a worker, as the policies see it.
 struct ProgramMonitor::Run {
@@ -191,7 +175,7 @@ void ProgramMonitor::sample(Slot& slot) {
   if (!slot.run || w.state() != WorkerState::Running || w.recycling()) return;
   Run& run = *slot.run;
   auto dir = w.cgroup().memory_dir();
-  bool list = (needs_ & kProcessNeeds) || (!dir && (needs_ & policies::kNeedsCgroupMemory));
+  bool list = probe::reads_processes(needs_, dir.has_value());
   std::vector<pid_t> pids;
   if (list) pids = w.cgroup().pids();
   std::optional<probe::CgroupReader> reader;

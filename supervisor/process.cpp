@@ -1,7 +1,6 @@
 #include "supervisor/process.h"
 
 #include <fcntl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,17 +9,11 @@
 
 #include "supervisor/config/units.h"
 #include "supervisor/log.h"
+#include "supervisor/util/pidfd.h"
 #include "supervisor/uv.h"
 
 namespace recycler {
 namespace {
-
-int pidfd_open(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-int pidfd_send_signal(int pidfd, int sig) {
-  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
 
 // One buffer for every pipe: the loop is single-threaded and libuv hands the
 // bytes to the read callback before it allocates again.

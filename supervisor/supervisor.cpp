@@ -1,14 +1,10 @@
 #include "supervisor/supervisor.h"
 
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
-#include <cstddef>
-#include <cstring>
 
 #include "supervisor/config/parse.h"
 #include "supervisor/config/units.h"
@@ -54,18 +50,7 @@ std::optional<config::Rlimit> raise_nofile_limit() {
 }  // namespace
 
 void notify_systemd(const std::string& state) {
-  const char* socket_path = std::getenv("NOTIFY_SOCKET");
-  if (!socket_path || !*socket_path) return;
-  std::string path = socket_path;
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) return;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  if (path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
-  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!fd) return;
-  ::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
-           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size()));
+  if (const char* address = std::getenv("NOTIFY_SOCKET")) notify::send_datagram(address, state);
 }
 
 Supervisor::Supervisor(config::Config config, SupervisorOptions options)

@@ -78,10 +78,6 @@ YAML::Mark start_of_file() {
   return YAML::Mark();
 }
 
-std::string quote(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
-}
-
 // "a, b or c"
 std::string join_or(std::span<const std::string_view> words) {
   std::string out;

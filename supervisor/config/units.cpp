@@ -330,6 +330,14 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string quote(std::string_view s) {
+  // Appended, not `"\"" + ... + "\""`: GCC 12 at -O2 warns falsely (-Wrestrict) there.
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.append(1, '"').append(s).append(1, '"');
+  return out;
+}
+
 std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
   // Case is ignored, so "Memory_Max" finds "memory_max" at distance 0.
   std::string lower = lowercase(word);

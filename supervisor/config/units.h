@@ -33,6 +33,9 @@ std::string format_duration(Duration d);
 // "SIGTERM"; "signal 42" for unnamed numbers.
 std::string signal_name(int sig);
 
+// "\"word\"": a name or value as config errors quote it.
+std::string quote(std::string_view s);
+
 // The closest candidate by edit distance when it is close enough to be a likely typo
 // ("memory_mx" -> "memory_max"); "" otherwise.
 std::string suggest(std::string_view word, const std::vector<std::string>& candidates);

@@ -27,6 +27,25 @@ std::string random_address() {
 
 }  // namespace
 
+std::optional<UnixAddress> unix_address(std::string_view address) {
+  UnixAddress a;
+  if (address.empty() || address.size() >= sizeof a.addr.sun_path) return std::nullopt;
+  a.addr.sun_family = AF_UNIX;
+  std::memcpy(a.addr.sun_path, address.data(), address.size());
+  // Abstract namespace: sun_path starts with NUL, the name is not NUL-terminated.
+  if (address[0] == '@') a.addr.sun_path[0] = '\0';
+  a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+  return a;
+}
+
+bool send_datagram(std::string_view address, std::string_view data) {
+  auto addr = unix_address(address);
+  if (!addr) return false;
+  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  return fd && ::sendto(fd.get(), data.data(), data.size(), MSG_NOSIGNAL, addr->get(), addr->len) ==
+                   static_cast<ssize_t>(data.size());
+}
+
 Result<std::unique_ptr<NotifySocket>> NotifySocket::open(uv_loop_t* loop, Handler handler) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return errno_error("notify socket");
@@ -38,12 +57,8 @@ Result<std::unique_ptr<NotifySocket>> NotifySocket::open(uv_loop_t* loop, Handle
   std::string address;
   for (int attempt = 0;; ++attempt) {
     address = random_address();
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    // Abstract namespace: sun_path starts with NUL, the name is not NUL-terminated.
-    std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
-    auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0) break;
+    auto addr = unix_address(address);
+    if (addr && ::bind(fd.get(), addr->get(), addr->len) == 0) break;
     if (errno != EADDRINUSE || attempt == 3) return errno_error("notify socket: bind " + address);
   }
 

@@ -5,13 +5,16 @@
 // descriptor into the supervisor.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <uv.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +23,18 @@
 #include "supervisor/uv.h"
 
 namespace recycler::notify {
+
+// A NOTIFY_SOCKET address ("/run/x.sock", or "@name" in the abstract
+// namespace) as a sockaddr; nullopt when it is empty or too long.
+struct UnixAddress {
+  sockaddr_un addr{};
+  socklen_t len = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&addr); }
+};
+std::optional<UnixAddress> unix_address(std::string_view address);
+
+// One datagram to `address`, as sd_notify(3) sends it; false if it did not go.
+bool send_datagram(std::string_view address, std::string_view data);
 
 class NotifySocket {
  public:

@@ -87,6 +87,12 @@ std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
   return parse_stat_threads(*text);
 }
 
+bool reads_processes(unsigned needs, bool with_cgroup) {
+  using namespace policies;
+  return (needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses)) ||
+         (!with_cgroup && (needs & kNeedsCgroupMemory));  // the sums come from the processes
+}
+
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
                               const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,
                               policies::TimePoint now) {
@@ -104,9 +110,9 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
     s.pressure = m.pressure;
   }
 
+  if (!reads_processes(needs, cgroup != nullptr)) return s;
   const bool list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
   const bool tree_memory = !cgroup && cgroup_memory;  // no cgroup: sum over the processes
-  if (!list && !tree_memory) return s;
   const bool memory = needs & kNeedsProcessMemory;
   const bool threads = needs & kNeedsThreads;
   // A process whose rss was read but not its anon (smaps_rollup not readable,

@@ -68,6 +68,10 @@ class ProcessReader {
 // anon is empty when a live process's figure could not be read. A process
 // that has exited meanwhile adds nothing, and stays listed with empty fields.
 // requests and device are left to the caller.
+// Whether probe_worker reads the worker's processes for `needs`: the caller
+// lists the pids only then.
+bool reads_processes(unsigned needs, bool with_cgroup);
+
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
                               const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,
                               policies::TimePoint now);

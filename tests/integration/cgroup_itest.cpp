@@ -15,10 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string file(const std::string& path) {
-  return read_file(path).value_or("<unreadable>");
-}
-
 TEST(Cgroups, AWorkerRunsInItsOwnCgroupWithItsLimitsAndIsGoneAfterSigterm) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
@@ -37,9 +33,9 @@ TEST(Cgroups, AWorkerRunsInItsOwnCgroupWithItsLimitsAndIsGoneAfterSigterm) {
 
   std::string dir = sb.worker_dir("app", 0);
   std::string own = sb.worker_cgroup("app", 0);
-  EXPECT_THAT(file(out), HasSubstr(sb.v2() ? "0::" + own + "\n" : ":memory:" + own + "\n"));
-  EXPECT_EQ(file(dir + "/" + sb.memory_max_file()), "67108864\n");
-  EXPECT_EQ(file(sb.worker_dir("app", 0, "pids") + "/pids.max"), "32\n");
+  EXPECT_THAT(read_text(out), HasSubstr(sb.v2() ? "0::" + own + "\n" : ":memory:" + own + "\n"));
+  EXPECT_EQ(read_text(dir + "/" + sb.memory_max_file()), "67108864\n");
+  EXPECT_EQ(read_text(sb.worker_dir("app", 0, "pids") + "/pids.max"), "32\n");
   EXPECT_THAT(cgroup_pids(dir), ::testing::ElementsAre(pid));
 
   r.signal(SIGTERM);
@@ -76,8 +72,8 @@ TEST(Cgroups, PidsMaxContainsAForkBomb) {
   ASSERT_TRUE(r.wait_for("bomb[0] out | bombing"));
   ASSERT_TRUE(r.wait_for("bomb[0] err | ", 20s)) << "the shell reports its failed forks";
   std::string pids_dir = sb.worker_dir("bomb", 0, "pids");
-  EXPECT_LE(std::stoul(file(pids_dir + "/pids.current")), 16u);
-  EXPECT_GT(find_keyed_value(file(pids_dir + "/pids.events"), "max").value_or(0), 0u)
+  EXPECT_LE(std::stoul(read_text(pids_dir + "/pids.current")), 16u);
+  EXPECT_GT(find_keyed_value(read_text(pids_dir + "/pids.events"), "max").value_or(0), 0u)
       << "the kernel refused forks at the limit";
 
   r.signal(SIGTERM);
@@ -166,9 +162,9 @@ TEST(Cgroups, NothingIsLeftAfterACleanExit) {
   }
   for (unsigned slot = 0; slot < 3; ++slot) EXPECT_TRUE(fs::exists(sb.worker_dir("web", slot)));
   if (!sb.v2())
-    EXPECT_EQ(file(sb.worker_dir("web", 0, "cpu") + "/cpu.cfs_quota_us"), "50000\n");
+    EXPECT_EQ(read_text(sb.worker_dir("web", 0, "cpu") + "/cpu.cfs_quota_us"), "50000\n");
   else
-    EXPECT_EQ(file(sb.worker_dir("web", 0) + "/cpu.max"), "50000 100000\n");
+    EXPECT_EQ(read_text(sb.worker_dir("web", 0) + "/cpu.max"), "50000 100000\n");
   r.signal(SIGINT);
   EXPECT_EQ(r.exit_code(), 0);
   for (pid_t p : pids) EXPECT_FALSE(process_exists(p)) << "pid " << p;

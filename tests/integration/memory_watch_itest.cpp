@@ -46,10 +46,6 @@ constexpr uint64_t kThreshold = 64 * kMiB;
 constexpr int kBelowMiB = 60;
 constexpr int kOverStepMiB = 5;
 
-std::string file(const std::string& path) {
-  return read_file(path).value_or("<unreadable>");
-}
-
 // One libuv loop per test. Every handle must be closed by the end.
 class Loop {
  public:
@@ -261,14 +257,14 @@ class MemoryWatchTest : public ::testing::Test {
 
   // What the kernel charges the cgroup now, bytes.
   uint64_t usage(const TestCgroup& cg) const {
-    std::string text = file(cg.path() + (v2() ? "/memory.current" : "/memory.usage_in_bytes"));
+    std::string text = read_text(cg.path() + (v2() ? "/memory.current" : "/memory.usage_in_bytes"));
     return std::strtoull(text.c_str(), nullptr, 10);
   }
 
   // v2: how often the cgroup went over memory.high, counted by the kernel in
   // the charging task itself, before the hog answers.
   uint64_t high_events(const TestCgroup& cg) const {
-    return find_keyed_value(file(cg.path() + "/memory.events"), "high").value_or(0);
+    return find_keyed_value(read_text(cg.path() + "/memory.events"), "high").value_or(0);
   }
 
   std::optional<Sandbox> sb_;  // first: removes the cgroups after everything else is gone
@@ -373,7 +369,7 @@ TEST_F(MemoryWatchTest, OnV2MemoryHighBecomesTheThreshold) {
   auto w = watch(cg, [] {});
   ASSERT_TRUE(w.ok()) << w.error().message;
   EXPECT_EQ((*w)->threshold(), kThreshold);
-  EXPECT_EQ(file(cg.path() + "/memory.high"), std::to_string(kThreshold) + "\n");
+  EXPECT_EQ(read_text(cg.path() + "/memory.high"), std::to_string(kThreshold) + "\n");
 }
 
 TEST_F(MemoryWatchTest, OnV2ALowerMemoryHighIsLeftAlone) {
@@ -382,7 +378,7 @@ TEST_F(MemoryWatchTest, OnV2ALowerMemoryHighIsLeftAlone) {
   ASSERT_TRUE(write_file(cg.path() + "/memory.high", std::to_string(8 * kMiB)));
   auto w = watch(cg, [] {});
   ASSERT_TRUE(w.ok()) << w.error().message;
-  EXPECT_EQ(file(cg.path() + "/memory.high"), std::to_string(8 * kMiB) + "\n");
+  EXPECT_EQ(read_text(cg.path() + "/memory.high"), std::to_string(8 * kMiB) + "\n");
 }
 
 TEST_F(MemoryWatchTest, RemovingAWatchedCgroupIsQuiet) {

@@ -7,13 +7,10 @@
 // the workers; each decision is a JSON event too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
-#include <cstddef>
-#include <cstring>
 #include <regex>
 
+#include "supervisor/notify/socket.h"
 #include "tests/support/itest.h"
 
 namespace recycler::testing {
@@ -21,18 +18,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string file(const std::string& path) {
-  return read_file(path).value_or("<unreadable>");
-}
-
 // The cgroup's OOM-kill counter (v1 memory.oom_control, v2 memory.events).
 std::optional<uint64_t> oom_kills(const Sandbox& sb, const std::string& program, unsigned slot) {
   std::string dir = sb.worker_dir(program, slot);
-  std::string text = file(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control"));
-  std::smatch m;
-  static const std::regex kOomKill(R"((^|\n)oom_kill (\d+))");
-  if (!std::regex_search(text, m, kOomKill)) return std::nullopt;
-  return std::stoull(m[2].str());
+  return find_keyed_value(read_text(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control")),
+                          "oom_kill");
 }
 
 // "leaky[0] recycle: anon 301 MiB > 300 MiB (memory policy)" -> 301 (MiB, rounded down).
@@ -225,18 +215,6 @@ TEST(Recycle, EachDecisionIsAJsonEventWithItsFigures) {
   EXPECT_EQ(r.exit_code(10s), 0);
 }
 
-// Sends one datagram to an abstract unix socket ("@name"), from this process.
-bool send_datagram(const std::string& address, const std::string& data) {
-  sockaddr_un addr{};
-  if (address.empty() || address[0] != '@' || address.size() >= sizeof addr.sun_path) return false;
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-  return ::sendto(fd.get(), data.data(), data.size(), 0, reinterpret_cast<sockaddr*>(&addr), len) ==
-         static_cast<ssize_t>(data.size());
-}
-
 TEST(Recycle, NotifyMessagesFromOutsideTheWorkersAreDroppedAndSaidSo) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
@@ -250,7 +228,8 @@ TEST(Recycle, NotifyMessagesFromOutsideTheWorkersAreDroppedAndSaidSo) {
   static const std::regex kSocket(R"(app\[0\] out \| socket=(@\S+))");
   ASSERT_TRUE(r.wait_for(kSocket, &m));
   // The test process is no worker: its requests must not count.
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(send_datagram(m[1].str(), "RECYCLER_REQUESTS=1"));
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(notify::send_datagram(m[1].str(), "RECYCLER_REQUESTS=1"));
   ASSERT_TRUE(r.wait_for("notify socket: ignored a message from pid " + std::to_string(::getpid()) +
                          ", which is not a worker (1 so far)"));
   // One warning for all ten (rate-limited); the worker was never recycled.

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "supervisor/spawn.h"
+#include "supervisor/util/pidfd.h"
 
 extern char** environ;
 
@@ -109,6 +109,10 @@ std::string leaky_bin() {
   return e && *e ? e : RECYCLER_LEAKY_BIN_DEFAULT;
 }
 
+std::string read_text(const std::string& path) {
+  return read_file(path).value_or("<unreadable>");
+}
+
 bool process_exists(pid_t pid) {
   // A zombie no longer runs anything: count it as gone.
   auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -118,7 +122,7 @@ bool process_exists(pid_t pid) {
 }
 
 bool wait_gone(pid_t pid, Millis timeout) {
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  UniqueFd pidfd(pidfd_open(pid));
   if (!pidfd) return !process_exists(pid);  // ESRCH: gone already
   pollfd p{pidfd.get(), POLLIN, 0};
   return ::poll(&p, 1, static_cast<int>(scaled(timeout).count())) == 1;
@@ -244,7 +248,7 @@ Recycler::Recycler(const std::vector<std::string>& args, Options options) {
     return;
   }
   pid_ = *pid;
-  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+  pidfd_.reset(pidfd_open(pid_));
   ::fcntl(out_.get(), F_SETFL, O_NONBLOCK);
 }
 

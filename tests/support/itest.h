@@ -33,6 +33,10 @@ Millis scaled(Millis base);
 std::string recycler_bin();  // RECYCLER_BIN, else the build tree's
 std::string leaky_bin();     // RECYCLER_LEAKY_BIN, else the build tree's
 
+// A small file's contents, or "<unreadable>" (so that a comparison fails
+// with something to read in its message).
+std::string read_text(const std::string& path);
+
 bool process_exists(pid_t pid);
 // Waits (on a pidfd, any process) until `pid` has exited; false on timeout.
 bool wait_gone(pid_t pid, Millis timeout = 5s);

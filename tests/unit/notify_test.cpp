@@ -208,11 +208,8 @@ class Sender {
  public:
   explicit Sender(const std::string& address)
       : fd_(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path + 1, address.data() + 1, address.size() - 1);
-    auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0;
+    auto addr = unix_address(address);
+    connected_ = addr && ::connect(fd_.get(), addr->get(), addr->len) == 0;
   }
   bool connected() const { return connected_; }
 
