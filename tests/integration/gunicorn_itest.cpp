@@ -164,9 +164,13 @@ TEST(Gunicorn, EachWorkerIsRecycledAtItsDrawnRequestLimitWithoutAFailedRequest) 
     EXPECT_GE(limit, 50);
     EXPECT_LE(limit, 60);
     EXPECT_EQ(count, limit) << "pid " << pid << ": decided on the report that reached the limit";
-    // The signal can cross one more accepted request on its way.
     EXPECT_GE(n, limit) << "pid " << pid;
-    EXPECT_LE(n, limit + 2) << "pid " << pid;
+    // This client sends the next request as soon as a response ends, about
+    // one per millisecond, so requests accepted while the SIGTERM is on its
+    // way (more on a loaded CI machine: 8 were seen) still land on the pid.
+    // A pid that kept serving well past that ignored its recycle.
+    EXPECT_LE(n, limit + 20) << "pid " << pid;
+    EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " was recycled, so it exits";
   }
   EXPECT_GT(limits.size(), 1u) << "the jitter is drawn per process";
   // The master, recycler's worker, never changed; gunicorn replaced its workers.
