@@ -42,6 +42,16 @@ const char* to_string(LogLevel level) {
   return "unknown";
 }
 
+const char* to_string(CheckpointTimeout on_timeout) {
+  switch (on_timeout) {
+    case CheckpointTimeout::Restart:
+      return "restart";
+    case CheckpointTimeout::Wait:
+      return "wait";
+  }
+  return "unknown";
+}
+
 const ProgramConfig* Config::find(const std::string& name) const {
   for (const auto& program : programs)
     if (program.name == name) return &program;

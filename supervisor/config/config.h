@@ -88,6 +88,30 @@ struct RequestsConfig {
   bool operator==(const RequestsConfig&) const = default;
 };
 
+// How `action: checkpoint` asks a worker to save its work before a restart:
+// `signal` to the main process, then wait up to `timeout` for
+// RECYCLER_CHECKPOINTED=1 on the notify socket (or a clean exit).
+enum class CheckpointTimeout { Restart, Wait };
+struct CheckpointConfig {
+  int signal = SIGUSR1;
+  Duration timeout = 5min;
+  // After the timeout: restart anyway, or keep waiting while the worker's
+  // memory stays under memory_max.
+  CheckpointTimeout on_timeout = CheckpointTimeout::Restart;
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+// Per-worker memory timelines: every Sample as a CSV row in
+// DIR/PROGRAM.SLOT.csv, events in DIR/PROGRAM.SLOT.events.csv; a file over
+// max_size, and the samples file at each new run, is rotated to .1 (.1 to
+// .2, ...), keeping `keep` old files.
+struct TimelineConfig {
+  std::string dir;
+  uint64_t max_size = 16ull << 20;
+  unsigned keep = 5;
+  bool operator==(const TimelineConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -111,6 +135,8 @@ struct ProgramConfig {
   // after starting is in a recycle loop: its restarts back off.
   Duration min_uptime = 5s;
   std::optional<RequestsConfig> requests;
+  CheckpointConfig checkpoint;
+  std::optional<TimelineConfig> timeline;
 
   bool operator==(const ProgramConfig&) const = default;
 };
@@ -142,5 +168,6 @@ inline constexpr const char* kThreadEnvVars[] = {"OMP_NUM_THREADS", "MKL_NUM_THR
 const char* to_string(RestartMode mode);
 const char* to_string(LogFormat format);
 const char* to_string(LogLevel level);
+const char* to_string(CheckpointTimeout on_timeout);
 
 }  // namespace recycler::config

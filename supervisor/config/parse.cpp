@@ -277,8 +277,12 @@ constexpr std::string_view kProgramKeys[] = {"command",
                                              "requests",
                                              "sample_interval",
                                              "max_concurrent_recycles",
-                                             "min_uptime"};
+                                             "min_uptime",
+                                             "checkpoint",
+                                             "timeline"};
 constexpr std::string_view kRequestsKeys[] = {"pattern"};
+constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_timeout"};
+constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
 constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
 constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
 constexpr std::string_view kRestartKeys[] = {"mode", "backoff", "crash_loop"};
@@ -292,6 +296,8 @@ constexpr uint64_t kMaxPids = 4'194'304;  // PID_MAX_LIMIT on 64-bit Linux
 constexpr double kMaxCpus = 1024;
 constexpr unsigned kMaxCrashLoop = 1'000'000;
 constexpr Duration kMinSampleInterval = 10ms;
+constexpr uint64_t kMinTimelineSize = 64 << 10;  // a header and some rows
+constexpr unsigned kMaxTimelineKeep = 1000;
 
 void parse_log(const Field& f, LogConfig& log, Report& r) {
   auto map = read_map(f, r, kLogKeys);
@@ -786,6 +792,46 @@ void parse_requests(const Field& f, ProgramConfig& p, Report& r) {
   p.requests = RequestsConfig{*text};
 }
 
+void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
+  auto map = read_map(f, r, kCheckpointKeys);
+  if (!map) return;
+  if (auto* v = map->get("signal")) set(checkpoint.signal, read_signal(*v, r));
+  if (auto* v = map->get("timeout")) {
+    auto d = read_duration(*v, r);
+    if (d && *d == Duration::zero())
+      r.error(v->mark(), v->path + " must be greater than 0");
+    else
+      set(checkpoint.timeout, d);
+  }
+  constexpr std::array<Choice<CheckpointTimeout>, 2> kOnTimeout{
+      {{"restart", CheckpointTimeout::Restart}, {"wait", CheckpointTimeout::Wait}}};
+  if (auto* v = map->get("on_timeout")) set(checkpoint.on_timeout, read_choice(*v, kOnTimeout, r));
+}
+
+// The directory is created when the program starts (it may be on a volume
+// mounted later); relative paths are relative to the config file, like cwd.
+void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r) {
+  auto map = read_map(f, r, kTimelineKeys);
+  if (!map) return;
+  TimelineConfig timeline;
+  const Field* dir = map->get("dir");
+  if (!dir) return r.error(f.mark(), f.path + ".dir is required");
+  auto text = read_scalar(*dir, "a string", r);
+  if (!text) return;
+  if (text->empty()) return r.error(dir->mark(), dir->path + " must not be empty");
+  std::error_code ec;
+  timeline.dir = fs::absolute(base / *text, ec).lexically_normal().string();
+  if (auto* v = map->get("max_size")) {
+    if (auto size = read_size(*v, r); size && *size < kMinTimelineSize)
+      r.error(v->mark(), v->path + ": " + format_size(*size) + " is too small; at least " +
+                             format_size(kMinTimelineSize));
+    else
+      set(timeline.max_size, size);
+  }
+  if (auto* v = map->get("keep")) set(timeline.keep, read_integer(*v, 0, kMaxTimelineKeep, r));
+  p.timeline = std::move(timeline);
+}
+
 // ---------------------------------------------------------------------------
 // Executable check: a warning only, since the program may be installed by the
 // time it starts, or PATH may differ on the machine the config is meant for.
@@ -868,6 +914,8 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   if (auto* v = map->get("max_concurrent_recycles"))
     set(p.max_concurrent_recycles, read_integer(*v, 1, kMaxInstances, r));
   if (auto* v = map->get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
+  if (auto* v = map->find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
+  if (auto* v = map->find("timeline")) parse_timeline(*v, base, p, r);
   if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, r);
   return p;
 }

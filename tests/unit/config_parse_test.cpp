@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::Contains;
 using testing::ElementsAre;
+using testing::HasSubstr;
 using testing::IsEmpty;
 
 // Every YAML snippet below starts on line 1 right after R"( so that the
@@ -1416,6 +1417,83 @@ TEST(Recycling, APercentageLimitNeedsMemoryMax) {
       - memory: {limit: 90%}
 )"),
               ::testing::IsEmpty());
+}
+
+TEST(Checkpoint, DefaultsAreUsr1FiveMinutesThenRestart) {
+  ProgramConfig p = program(R"(programs:
+  train:
+    command: [/bin/true]
+)");
+  EXPECT_EQ(p.checkpoint.signal, SIGUSR1);
+  EXPECT_EQ(p.checkpoint.timeout, 5min);
+  EXPECT_EQ(p.checkpoint.on_timeout, config::CheckpointTimeout::Restart);
+  EXPECT_FALSE(p.timeline);
+}
+
+TEST(Checkpoint, KeysAreRead) {
+  ProgramConfig p = program(R"(programs:
+  train:
+    command: [/bin/true]
+    checkpoint: {signal: USR2, timeout: 90s, on_timeout: wait}
+)");
+  EXPECT_EQ(p.checkpoint.signal, SIGUSR2);
+  EXPECT_EQ(p.checkpoint.timeout, 90s);
+  EXPECT_EQ(p.checkpoint.on_timeout, config::CheckpointTimeout::Wait);
+}
+
+TEST(Checkpoint, BadValuesAreErrorsWithTheirPosition) {
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    checkpoint: {signal: USR3, timeout: 0s, on_timeout: kill, singal: TERM}
+)"),
+              ElementsAre(HasSubstr("test.yaml:4:"), HasSubstr("test.yaml:4:"),
+                          HasSubstr("test.yaml:4:"), HasSubstr("test.yaml:4:")));
+  auto e = errors(R"(programs:
+  train:
+    command: [/bin/true]
+    checkpoint: {on_timeout: kill}
+)");
+  EXPECT_THAT(e, ElementsAre("test.yaml:4:30: error: programs.train.checkpoint.on_timeout: "
+                             "invalid value \"kill\"; expected restart or wait"));
+}
+
+TEST(Timeline, DirIsResolvedAgainstTheConfigFileAndDefaultsApply) {
+  ProgramConfig p = program(R"(programs:
+  train:
+    command: [/bin/true]
+    timeline: {dir: timelines}
+)");
+  ASSERT_TRUE(p.timeline);
+  EXPECT_EQ(p.timeline->dir, std::filesystem::absolute("timelines").lexically_normal().string());
+  EXPECT_EQ(p.timeline->max_size, 16u << 20);
+  EXPECT_EQ(p.timeline->keep, 5u);
+  p = program(R"(programs:
+  train:
+    command: [/bin/true]
+    timeline: {dir: /var/lib/recycler/timelines, max_size: 1MiB, keep: 0}
+)");
+  ASSERT_TRUE(p.timeline);
+  EXPECT_EQ(p.timeline->dir, "/var/lib/recycler/timelines");
+  EXPECT_EQ(p.timeline->max_size, 1u << 20);
+  EXPECT_EQ(p.timeline->keep, 0u);
+}
+
+TEST(Timeline, BadValuesAreErrorsWithTheirPosition) {
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    timeline: {max_size: 1KiB}
+)"),
+              ElementsAre("test.yaml:4:15: error: programs.train.timeline.dir is required"));
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    timeline: {dir: /tmp/t, max_size: 1KiB, keep: -1}
+)"),
+              ElementsAre("test.yaml:4:39: error: programs.train.timeline.max_size: 1 KiB is too "
+                          "small; at least 64 KiB",
+                          HasSubstr("test.yaml:4:51: error: programs.train.timeline.keep")));
 }
 
 }  // namespace
