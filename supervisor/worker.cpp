@@ -36,12 +36,16 @@ const char* to_string(WorkerState state) {
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
-                                            unsigned generation, const std::string& notify_socket) {
+                                            unsigned generation, const std::string& notify_socket,
+                                            const std::optional<RecycleCause>& cause) {
   std::map<std::string, std::string> env;
   for (const std::string& kv : base) {
     size_t eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // A recycler run as another recycler's worker must not pass its own on.
+  env.erase("RECYCLER_RESUME");
+  env.erase("RECYCLER_RECYCLE_REASON");
   for (const auto& [k, v] : program.env) env[k] = v;
   if (program.threads) {
     for (const char* var : config::kThreadEnvVars)
@@ -52,6 +56,10 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   env["RECYCLER_GENERATION"] = std::to_string(generation);
   // sd_notify(3) senders (READY=1, STATUS=...) and RECYCLER_REQUESTS=N reach recycler.
   if (!notify_socket.empty()) env["NOTIFY_SOCKET"] = notify_socket;
+  if (cause) {
+    env["RECYCLER_RECYCLE_REASON"] = cause->reason;
+    if (cause->resume) env["RECYCLER_RESUME"] = "1";
+  }
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
@@ -103,7 +111,9 @@ void Worker::spawn() {
 
   LaunchSpec spec;
   spec.argv = program_->command;
-  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, ctx_.notify_socket);
+  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, ctx_.notify_socket,
+                                std::exchange(cause_, std::nullopt));
+  clean_exit_.reset();
   spec.cwd = program_->cwd;
   spec.uid = program_->uid;
   spec.gid = program_->gid;
@@ -188,7 +198,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
     message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
-  bool requested = stop_requested_ || recycling();
+  bool requested = stop_requested_ || recycling() || clean_exit_.has_value();
   Level level = requested || (status.success() && !oom) ? Level::Info : Level::Warn;
   log::Fields fields{{"program", program_->name},
                      {"slot", slot_},
@@ -224,9 +234,15 @@ void Worker::after_drain() {
   process_.reset();  // its last output is logged before what happens next
   if (stop_requested_) {
     recycle_delay_.reset();
+    cause_.reset();
     finish_stop();
     return;
   }
+  if (clean_exit_ && last_exit_ && last_exit_->success() && !recycle_delay_) {
+    recycle_delay_ = Duration{0};
+    cause_ = std::move(clean_exit_);
+  }
+  clean_exit_.reset();
   if (recycle_delay_) {
     Duration delay = *std::exchange(recycle_delay_, std::nullopt);
     if (delay <= Duration{0}) {
@@ -307,11 +323,16 @@ void Worker::stop(std::function<void()> done) {
   send_stop_signal();
 }
 
-bool Worker::recycle(Duration delay) {
+bool Worker::recycle(Duration delay, RecycleCause cause) {
   if (state_ != WorkerState::Running || stop_requested_) return false;
   recycle_delay_ = delay;
+  cause_ = std::move(cause);
   send_stop_signal();
   return true;
+}
+
+void Worker::expect_clean_exit(RecycleCause cause) {
+  if (state_ == WorkerState::Running) clean_exit_ = std::move(cause);
 }
 
 void Worker::send_stop_signal() {

@@ -54,12 +54,21 @@ struct WorkerContext {
   std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
 };
 
+// Why a start follows a recycle, for the replacement's environment.
+struct RecycleCause {
+  std::string reason;   // RECYCLER_RECYCLE_REASON: "anon 612 MiB > 600 MiB (memory policy)"
+  bool resume = false;  // RECYCLER_RESUME=1: the worker confirmed a checkpoint before it stopped
+};
+
 // The environment of one start of a slot: base, then the program's env, then
-// the thread-count variables (unless env sets them), then RECYCLER_*.
+// the thread-count variables (unless env sets them), then RECYCLER_* (with
+// RECYCLER_RECYCLE_REASON and RECYCLER_RESUME only after a recycle: never
+// inherited from recycler's own environment).
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
                                             unsigned generation,
-                                            const std::string& notify_socket = "");
+                                            const std::string& notify_socket = "",
+                                            const std::optional<RecycleCause>& cause = {});
 
 class Worker {
  public:
@@ -80,8 +89,13 @@ class Worker {
   // Recycles a running worker: the stop signal, SIGKILL to its cgroup after
   // stop.timeout, then a fresh start after `delay` (zero: at once). Not a
   // crash: no backoff, no crash-loop count. False when it is not running.
-  bool recycle(Duration delay);
+  // `cause` goes into the replacement's environment.
+  bool recycle(Duration delay, RecycleCause cause = {});
   bool recycling() const { return recycle_delay_.has_value(); }
+  // While a worker checkpoints on request, its own clean exit (status 0) is
+  // the end of that recycle, not the end of the program: the replacement
+  // starts at once, with `cause`. Cleared by the next start.
+  void expect_clean_exit(RecycleCause cause);
 
   WorkerState state() const { return state_; }
   cgroup::WorkerCgroup& cgroup() const { return *cgroup_; }
@@ -127,6 +141,8 @@ class Worker {
   Duration last_uptime_{0};
   bool stop_requested_ = false;
   std::optional<Duration> recycle_delay_;
+  std::optional<RecycleCause> cause_;        // for the next start
+  std::optional<RecycleCause> clean_exit_;  // expect_clean_exit()
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
 };

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "tests/support/fakes.h"
@@ -434,6 +435,74 @@ TEST_F(RecycleTest, AStopDuringARecycleWins) {
   EXPECT_EQ(w.state(), WorkerState::Stopped);
   EXPECT_EQ(launcher.launched.size(), 1u);
   EXPECT_FALSE(w.recycle(Duration{0})) << "only a running worker can be recycled";
+}
+
+// Whether any "NAME=..." entry is in `env`.
+bool has_var(const std::vector<std::string>& env, const std::string& name) {
+  return std::any_of(env.begin(), env.end(),
+                     [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+}
+
+TEST_F(RecycleTest, TheReplacementIsToldWhyAndWhetherToResume) {
+  Worker& w = make();
+  w.start();
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RECYCLE_REASON"));
+  ASSERT_TRUE(w.recycle(Duration{0}, {"anon 612 MiB > 600 MiB (memory policy)", true}));
+  launcher.exit_last(exited(0));
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_THAT(launcher.last().spec.env,
+              Contains("RECYCLER_RECYCLE_REASON=anon 612 MiB > 600 MiB (memory policy)"));
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+  // Only the start right after the recycle: a crash later starts plainly.
+  launcher.exit_last(exited(1));
+  timers.advance(backoff_delay());
+  ASSERT_EQ(launcher.launched.size(), 3u);
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RECYCLE_REASON"));
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+}
+
+TEST_F(RecycleTest, ARecycleWithoutACheckpointDoesNotAskToResume) {
+  Worker& w = make();
+  w.start();
+  ASSERT_TRUE(w.recycle(Duration{0}, {"threads 300 > 256 (threads policy)", false}));
+  launcher.exit_last(exited(0));
+  EXPECT_THAT(launcher.last().spec.env,
+              Contains("RECYCLER_RECYCLE_REASON=threads 300 > 256 (threads policy)"));
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+}
+
+TEST_F(RecycleTest, RecyclerNeverPassesOnItsOwnResumeVariables) {
+  base_env.push_back("RECYCLER_RESUME=1");
+  base_env.push_back("RECYCLER_RECYCLE_REASON=of the recycler above");
+  Worker& w = make();
+  w.start();
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RECYCLE_REASON"));
+}
+
+TEST_F(RecycleTest, ACleanExitWhileCheckpointingIsARecycleEvenWithRestartOnFailure) {
+  program.restart.mode = config::RestartMode::OnFailure;
+  Worker& w = make();
+  w.start();
+  w.expect_clean_exit({"leak (leak policy)", true});
+  launcher.exit_last(exited(0));
+  ASSERT_EQ(launcher.launched.size(), 2u) << "restarted at once, no backoff";
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+  // The expectation was for that run only: this one's clean exit ends it.
+  launcher.exit_last(exited(0));
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+}
+
+TEST_F(RecycleTest, AFailureWhileCheckpointingIsACrashNotAResume) {
+  Worker& w = make();
+  w.start();
+  w.expect_clean_exit({"leak (leak policy)", true});
+  launcher.exit_last(exited(3));
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  timers.advance(backoff_delay());
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
 }
 
 TEST_F(RecycleTest, WorkersGetTheNotifySocket) {
