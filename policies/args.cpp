@@ -231,9 +231,32 @@ std::optional<SizeLimit> Args::limit(std::string_view key) {
   return SizeLimit{*bytes, std::nullopt};
 }
 
+std::optional<double> Args::rate(std::string_view key) {
+  const Entry* e = get(key);
+  if (!e) return std::nullopt;
+  auto text = scalar(*e, "a rate");
+  if (!text) return std::nullopt;
+  const YAML::Mark at = e->value.Mark();
+  size_t slash = text->rfind('/');
+  static constexpr std::pair<std::string_view, double> kPer[] = {
+      {"s", 1}, {"sec", 1}, {"min", 60}, {"m", 60}, {"h", 3600}, {"hour", 3600}};
+  const double* per = nullptr;
+  if (slash != std::string::npos)
+    for (const auto& [unit, seconds] : kPer)
+      if (std::string_view(*text).substr(slash + 1) == unit) per = &seconds;
+  if (!per) {
+    report(at, e->key + ": invalid rate " + quote(*text) + ": expected a size per s, min or h, e.g. " +
+                   quote("1MiB/min"));
+    return std::nullopt;
+  }
+  auto bytes = parse<uint64_t>(*e, text->substr(0, slash), "rate", config::parse_size);
+  if (!bytes) return std::nullopt;
+  return static_cast<double>(*bytes) / *per;
+}
+
 Decision Scope::decide(std::string reason, pid_t pid) const {
   Decision d;
-  d.action = process ? Decision::Action::Signal : Decision::Action::Restart;
+  d.action = process ? Decision::Action::Signal : action;
   d.reason = std::move(reason);
   if (process) {
     d.pid = pid;
@@ -259,6 +282,17 @@ Scope read_scope(Args& args) {
   else if (sig)
     scope.signal = *sig;
   return scope;
+}
+
+void read_action(Args& args, Scope& scope) {
+  auto v = args.choice("action", {"restart", "checkpoint"});
+  if (!v) return;
+  if (*v == "checkpoint" && scope.process) {
+    args.error("action",
+               "action: checkpoint applies to the whole worker; scope: process signals one process");
+    return;
+  }
+  scope.action = *v == "checkpoint" ? Decision::Action::Checkpoint : Decision::Action::Restart;
 }
 
 }  // namespace recycler::policies

@@ -54,6 +54,8 @@ class Args {
                                     std::initializer_list<std::string_view> names);
   // A size above 0 ("600MiB") or a percentage of memory_max ("90%", "12.5%").
   std::optional<SizeLimit> limit(std::string_view key);
+  // A growth rate, "1MiB/min", "64KiB/s", "2GiB/h", in bytes per second.
+  std::optional<double> rate(std::string_view key);
 
   // Reports `message` at the key's value, or at the node when it is absent.
   void error(std::string_view key, std::string message);
@@ -94,12 +96,17 @@ class Args {
 struct Scope {
   bool process = false;
   int signal = SIGTERM;
+  // Worker scope: Restart, or Checkpoint (ask the worker to save its work first).
+  Decision::Action action = Decision::Action::Restart;
 
-  // Restart for worker scope; for process scope, `signal` to `pid`.
+  // `action` for worker scope; for process scope, `signal` to `pid`.
   Decision decide(std::string reason, pid_t pid) const;
 };
 
 // Reads `scope` and `signal`, reporting a signal given without scope: process.
 Scope read_scope(Args& args);
+// Reads `action: restart|checkpoint` into `scope`; checkpoint is for the
+// whole worker only (a pre-fork server's child has no checkpoint to save).
+void read_action(Args& args, Scope& scope);
 
 }  // namespace recycler::policies

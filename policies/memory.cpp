@@ -3,6 +3,7 @@
 //
 //   - memory: {metric: anon, limit: 1.5GiB, for: 10s}
 //   - memory: {metric: uss, limit: 600MiB, scope: process}
+//   - memory: {metric: device, limit: 28GiB, action: checkpoint}
 #include <memory>
 
 #include "policies/args.h"
@@ -21,12 +22,13 @@ class Memory final : public Policy {
       : metric_(metric), limit_(limit), hold_(hold), scope_(scope) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors, {"metric", "limit", "for", "scope", "signal"});
+    Args args(node, errors, {"metric", "limit", "for", "scope", "signal", "action"});
     Scope scope = read_scope(args);
+    read_action(args, scope);
     // Page cache is reclaimable and would fake a leak: anon by default; a
     // single process is measured without the pages it shares after fork.
     Metric metric = scope.process ? Metric::Uss : Metric::Anon;
-    if (auto name = args.choice("metric", {"anon", "current", "rss", "pss", "uss"})) {
+    if (auto name = args.choice("metric", {"anon", "current", "rss", "pss", "uss", "device"})) {
       metric = *parse_metric(*name);
       if (scope.process && !per_process(metric))
         args.error("metric", "metric: " + *name +
@@ -47,8 +49,9 @@ class Memory final : public Policy {
 
   // The cgroup's current is at least any of the metrics, so it crossing the
   // limit is the earliest moment this policy can fire.
+  // Device memory is not in the cgroup: no kernel event for it.
   std::optional<uint64_t> fast_threshold(const WorkerContext& worker) const override {
-    if (hold_ > Duration::zero()) return std::nullopt;
+    if (hold_ > Duration::zero() || metric_ == Metric::Device) return std::nullopt;
     return limit_.resolve(worker.memory_max);
   }
 
