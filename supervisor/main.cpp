@@ -3,6 +3,8 @@
 //   recycler run -c FILE                      supervise the programs of a config file
 //   recycler run [OPTIONS] -- CMD [ARG...]    supervise one command, no config file
 //   recycler check -c FILE                    validate a config file
+//   recycler replay -c FILE --program NAME TRACE.csv
+//                                             feed a recorded timeline through the policies
 //
 // Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
 // 127 command not found (wrap mode); in wrap mode, once the command has exited
@@ -20,6 +22,9 @@
 #include "supervisor/spawn.h"
 #include "supervisor/summary.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/timeline/replay.h"
+#include "supervisor/timeline/replay_json.h"
+#include "supervisor/timeline/trace.h"
 
 namespace {
 
@@ -171,6 +176,97 @@ int check_command(const std::string& file) {
   return 0;
 }
 
+struct ReplayArgs {
+  std::string config_file;
+  std::string program;
+  std::string trace;
+  bool stop_at_first = false;
+  uint64_t seed = 0;
+};
+
+constexpr const char* kReplayHelp =
+    "Feeds a recorded memory timeline through the policies of one program of a config,\n"
+    "offline, and prints when each would have fired: to tune policies before deploying them.\n"
+    "\n"
+    "Trace: a CSV file whose header line names its columns, recorded by recycler as\n"
+    "  t,current,anon,file,rss,pss,uss,device,requests,threads\n"
+    "  t                    seconds since the worker started (decimals allowed), never\n"
+    "                       decreasing; the only required column\n"
+    "  current, anon, file  the worker's cgroup memory, bytes\n"
+    "  rss, pss, uss        its processes' memory, summed, bytes\n"
+    "  device               accelerator memory the worker reported, bytes\n"
+    "  requests             requests completed since the worker started\n"
+    "  threads              threads of all its processes\n"
+    "Any subset of the other columns, in any order; an empty cell means not measured;\n"
+    "decimals are rounded down. rss, pss, uss, requests and threads also make one process\n"
+    "(pid 1) for policies with scope: process.\n"
+    "To record traces, give the program `timeline: {dir: DIR}` in the config: each worker's\n"
+    "samples go to DIR/PROGRAM.SLOT.csv, one file per run (older files: .1, .2, ...),\n"
+    "its starts, recycles and exits to DIR/PROGRAM.SLOT.events.csv.\n"
+    "\n"
+    "Replay: every policy starts at t = 0 with the program's limits.memory_max, and sees\n"
+    "every row in order; the worker is never recycled, so policies keep their state to the\n"
+    "end of the trace.\n"
+    "\n"
+    "Output: one JSON object per line on stdout each time a policy starts firing (not again\n"
+    "while it keeps firing):\n"
+    "  {\"t\": 997.0, \"policy\": \"memory\", \"action\": \"restart\", \"reason\": "
+    "\"anon 612 MiB > 600 MiB\"}\n"
+    "with \"predicted_s\" (seconds left to the limit) where the policy predicts one, and\n"
+    "\"pid\" and \"signal\" for action signal. A summary goes to stderr.\n"
+    "\n"
+    "Exit status: 0 when the trace was replayed, whether or not a policy fired; 2 for an\n"
+    "invalid config, an unknown program or a bad trace (FILE:LINE: column NAME: ...).";
+
+std::string program_names(const config::Config& cfg) {
+  std::string out;
+  for (const config::ProgramConfig& p : cfg.programs) out += (out.empty() ? "" : ", ") + p.name;
+  return out;
+}
+
+int replay_command(const ReplayArgs& a) {
+  config::LoadResult loaded = config::load_file(a.config_file);
+  // Warnings (a command missing from PATH) are about running, not replaying.
+  for (const config::Diagnostic& d : loaded.errors) std::cerr << d.str() << "\n";
+  if (!loaded.config) return kUsageError;
+  const config::Config& cfg = *loaded.config;
+  const config::ProgramConfig* program = nullptr;
+  if (!a.program.empty()) {
+    program = cfg.find(a.program);
+    if (!program)
+      return usage_error("--program: no program " + config::quote(a.program) + " in " +
+                         a.config_file + "; its programs: " + program_names(cfg));
+  } else if (cfg.programs.size() == 1) {
+    program = &cfg.programs.front();
+  } else {
+    return usage_error("which program? give --program NAME; " + a.config_file +
+                       " has: " + program_names(cfg));
+  }
+
+  auto samples = timeline::read_trace_file(a.trace);
+  if (!samples) {
+    std::cerr << samples.error().message << "\n";
+    return kUsageError;
+  }
+  std::vector<timeline::Replayed> decisions =
+      timeline::replay(*program, *samples, {a.seed, a.stop_at_first});
+  for (const timeline::Replayed& r : decisions) std::cout << timeline::to_json(r) << "\n";
+  std::cout.flush();
+
+  std::string policies;
+  for (const config::PolicyConfig& p : program->policies)
+    policies += (policies.empty() ? "" : ", ") + p.name;
+  std::cerr << "recycler: replayed " << samples->size() << " samples of " << a.trace;
+  if (!samples->empty())
+    std::cerr << " (t " << timeline::seconds(samples->front().t) << " to "
+              << timeline::seconds(samples->back().t) << " s)";
+  std::cerr << " through " << program->name << "'s policies ("
+            << (policies.empty() ? "none" : policies) << "): " << decisions.size() << " decision"
+            << (decisions.size() == 1 ? "" : "s")
+            << (a.stop_at_first && !decisions.empty() ? ", stopped at the first" : "") << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -223,6 +319,22 @@ int main(int argc, char** argv) {
                          "as FILE:LINE:COLUMN: error: MESSAGE (exit 2)");
   check_cmd->add_option("-c,--config", check_file, "YAML config file to check")->required();
 
+  ReplayArgs replay;
+  CLI::App* replay_cmd = app.add_subcommand(
+      "replay",
+      "Feed a recorded memory timeline through a program's policies offline: one JSON line per "
+      "decision");
+  replay_cmd->add_option("-c,--config", replay.config_file, "YAML config file with the program")
+      ->required();
+  replay_cmd->add_option("--program", replay.program,
+                         "The program whose policies to replay (optional when there is one)");
+  replay_cmd->add_flag("--stop-at-first", replay.stop_at_first,
+                       "Print only the first decision, then stop");
+  replay_cmd->add_option("--seed", replay.seed, "Seed of the policies' jitter")
+      ->capture_default_str();
+  replay_cmd->add_option("trace", replay.trace, "The trace: a samples CSV file")->required();
+  replay_cmd->footer(kReplayHelp);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -231,5 +343,6 @@ int main(int argc, char** argv) {
   }
   if (*run_cmd) return run_command(run);
   if (*check_cmd) return check_command(check_file);
+  if (*replay_cmd) return replay_command(replay);
   return kUsageError;
 }

@@ -1,0 +1,156 @@
+#include "supervisor/timeline/writer.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "supervisor/timeline/trace.h"
+
+namespace recycler::timeline {
+namespace {
+
+// The longest samples row is about 220 bytes: reserved once per writer.
+constexpr size_t kRowCapacity = 512;
+
+// mkdir -p with mode 0755, for relative paths too.
+Status make_dirs(const std::string& dir) {
+  for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
+    std::string part = dir.substr(0, end);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return errno_error("mkdir " + part);
+    if (end == std::string::npos) break;
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return errno_error(dir);
+  if (!S_ISDIR(st.st_mode)) return errno_error(dir, ENOTDIR);
+  return Ok{};
+}
+
+}  // namespace
+
+TimelineWriter::File::File(std::string path, std::string_view header,
+                           const config::TimelineConfig& config)
+    : path_(std::move(path)), header_(header), max_size_(config.max_size), keep_(config.keep) {}
+
+Status TimelineWriter::File::open() {
+  return reopen(0);
+}
+
+Status TimelineWriter::File::reopen(int extra_flags) {
+  fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | extra_flags, 0644));
+  if (!fd_) return errno_error(path_);
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) {
+    Error e = errno_error(path_);
+    fd_.reset();
+    return e;
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ > 0) return Ok{};
+  std::string header(header_);
+  header += '\n';
+  Status s = write(header);
+  // Without its header the file would not read back: try it all again later.
+  if (!s) fd_.reset();
+  return s;
+}
+
+Status TimelineWriter::File::rotate() {
+  fd_.reset();
+  if (keep_ == 0) return reopen(O_TRUNC);
+  for (unsigned i = keep_; i > 0; --i) {
+    std::string from = i == 1 ? path_ : path_ + "." + std::to_string(i - 1);
+    std::string to = path_ + "." + std::to_string(i);
+    if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT)
+      return errno_error("rename " + from + " to " + to);
+  }
+  return reopen(0);
+}
+
+Status TimelineWriter::File::rotate_if_used() {
+  if (!fd_) {
+    if (Status s = open(); !s) return s;
+  }
+  return has_rows() ? rotate() : Status(Ok{});
+}
+
+Status TimelineWriter::File::write(std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd_.get(), data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    int err = n < 0 ? errno : EIO;
+    // Half a row would break the file for its readers: cut it off again (or,
+    // failing that, reopen to learn the size before the next row).
+    if (done > 0 && ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0) fd_.reset();
+    return errno_error("write " + path_, err);
+  }
+  size_ += data.size();
+  return Ok{};
+}
+
+Status TimelineWriter::File::try_append(std::string_view row) {
+  if (!fd_) {
+    if (Status s = open(); !s) return s;
+  }
+  if (size_ + row.size() > max_size_ && has_rows()) {
+    if (Status s = rotate(); !s) return s;
+  }
+  return write(row);
+}
+
+Status TimelineWriter::File::append(std::string_view row) {
+  Status s = try_append(row);
+  if (s) {
+    failing_ = false;
+    return s;
+  }
+  if (std::exchange(failing_, true)) return Ok{};
+  return s;
+}
+
+TimelineWriter::TimelineWriter(const config::TimelineConfig& config, const std::string& base)
+    : samples_(base + ".csv", kSamplesHeader, config),
+      events_(base + ".events.csv", kEventsHeader, config),
+      started_(policies::Clock::now()) {
+  row_.reserve(kRowCapacity);
+}
+
+Result<TimelineWriter> TimelineWriter::create(const config::TimelineConfig& config,
+                                              const std::string& program, unsigned slot) {
+  if (Status s = make_dirs(config.dir); !s) return s.error();
+  TimelineWriter w(config, config.dir + "/" + program + "." + std::to_string(slot));
+  if (Status s = w.samples_.open(); !s) return s.error();
+  if (Status s = w.events_.open(); !s) return s.error();
+  return w;
+}
+
+Status TimelineWriter::start_run(unsigned generation, pid_t pid, policies::TimePoint started) {
+  generation_ = generation;
+  started_ = started;
+  Status rotated = samples_.rotate_if_used();
+  Status logged = event("start", pid, "");
+  return rotated ? logged : rotated;
+}
+
+Status TimelineWriter::sample(const policies::Sample& sample) {
+  row_.clear();
+  append_row(row_, sample, started_);
+  row_ += '\n';
+  return samples_.append(row_);
+}
+
+Status TimelineWriter::event(std::string_view event, pid_t pid, std::string_view detail) {
+  auto since =
+      std::chrono::duration_cast<std::chrono::milliseconds>(policies::Clock::now() - started_);
+  row_.clear();
+  append_event_row(row_, WallClock::now(), generation_, since, event, pid, detail);
+  row_ += '\n';
+  return events_.append(row_);
+}
+
+}  // namespace recycler::timeline
