@@ -20,6 +20,8 @@
 # '[{memory: {metric: anon, limit: 48MiB}}]') the program gets those policies
 # and `sample_interval: ${BENCH_INTERVAL:-1s}`, and the CPU figure is also given
 # per sampled worker per sample: the cost of watching a worker.
+# With BENCH_TIMELINE=DIR as well, every sample is also recorded to DIR
+# (timeline: {dir: DIR}): the cost of the timeline on top.
 # Exit status: 0 when all that went as expected, 1 otherwise.
 set -u
 
@@ -102,6 +104,9 @@ programs:
 EOF
 if [[ -n ${BENCH_POLICIES:-} ]]; then
   printf '    sample_interval: %s\n    policies: %s\n' "${BENCH_INTERVAL:-1s}" "$BENCH_POLICIES" >>"$CONFIG"
+fi
+if [[ -n ${BENCH_TIMELINE:-} ]]; then
+  printf '    timeline: {dir: %s}\n' "$BENCH_TIMELINE" >>"$CONFIG"
 fi
 
 : >"$LOG"
@@ -194,7 +199,7 @@ echo "  RSS after start: $(mib "$RSS_KB") (peak $(mib "$HWM_KB")); anon $(mib "$
 echo "  RSS after idle:  $(mib "$RSS_AFTER_KB")"
 echo "  CPU over $ELAPSED s: $RUN_MS ms ($RUN_PCT% of one core) [schedstat]; utime+stime $TICK_MS ms"
 if [[ -n ${BENCH_POLICIES:-} ]]; then
-  echo "  policies:        $BENCH_POLICIES, sampled every ${BENCH_INTERVAL:-1s}"
+  echo "  policies:        $BENCH_POLICIES, sampled every ${BENCH_INTERVAL:-1s}${BENCH_TIMELINE:+, timeline in $BENCH_TIMELINE}"
   awk -v ms="$RUN_MS" -v w="$WORKERS" -v s="$ELAPSED" -v i="${BENCH_INTERVAL:-1s}" 'BEGIN {
     iv = i; sub(/ms$/, "", iv); if (iv == i) { sub(/s$/, "", iv); iv *= 1000 }
     n = w * s * 1000 / iv

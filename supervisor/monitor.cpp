@@ -1,10 +1,13 @@
 #include "supervisor/monitor.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "supervisor/config/units.h"
 #include "supervisor/log.h"
+#include "supervisor/timeline/writer.h"
 #include "supervisor/util/pidfd.h"
 
 namespace recycler {
@@ -13,6 +16,15 @@ using config::format_duration;
 using log::Level;
 using policies::Decision;
 using policies::RecycleKey;
+
+// A checkpoint asked of a worker: until it confirms, exits, or time is up.
+struct Checkpointing {
+  size_t policy = 0;
+  RecycleCause cause;
+  TimePoint since;
+  bool overdue = false;  // past checkpoint.timeout with on_timeout: wait
+  std::unique_ptr<Timer> timeout;
+};
 
 // One run (generation) of a worker, as the policies see it.
 struct ProgramMonitor::Run {
@@ -24,7 +36,21 @@ struct ProgramMonitor::Run {
   std::optional<uint64_t> device;
   policies::Sample last;
   bool ready = false;
+  std::optional<Checkpointing> checkpoint;
 };
+
+namespace {
+
+// "anon 612 MiB > 600 MiB (memory policy)": what RECYCLER_RECYCLE_REASON says.
+std::string cause_text(const Decision& decision, const policies::Policy& policy) {
+  return decision.reason + " (" + std::string(policy.name()) + " policy)";
+}
+
+// With on_timeout: wait, a worker this close to memory_max is restarted
+// without its checkpoint: one more step could be the OOM kill.
+constexpr double kOverdueMemoryFraction = 0.95;
+
+}  // namespace
 
 struct ProgramMonitor::Slot {
   Slot(Worker& w, const config::ProgramConfig& p)
@@ -42,6 +68,8 @@ struct ProgramMonitor::Slot {
   unsigned follow_ups = 0;  // close samples left after a kernel event
   TimePoint last_sample{};
   policies::RecycleLoopGuard guard;
+  std::optional<timeline::TimelineWriter> timeline;
+  bool timeline_tried = false;
 };
 
 // A process-scope recycle in flight: the signalled process, until it exits.
@@ -61,6 +89,9 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
     policies_.push_back(p.policy.get());
     needs_ |= p.policy->needs();
   }
+  // A timeline records at least the cgroup's figures (cheap); per-process
+  // ones only when a policy pays for them anyway.
+  if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
   if (program_->requests) {
     std::string why;
     matcher_ = notify::OutputMatcher::compile(program_->requests->pattern, &why);
@@ -88,6 +119,8 @@ void ProgramMonitor::on_state_change(Worker& worker) {
     case WorkerState::Starting:
       break;
     case WorkerState::Exited:
+      if (auto exit = worker.last_exit())
+        record(*slot, "exit", 0, exit->describe());
       // Only recycles chain into a loop: a crash or a stop starts it over.
       if (!worker.recycling()) slot->guard.reset();
       end_run(*slot);
@@ -119,6 +152,20 @@ void ProgramMonitor::begin_run(Slot& slot) {
   for (const policies::Policy* p : policies_) run.states.push_back(p->start(run.context));
   run.last.t = ctx_.timers.now();
   slot.run = std::move(run);
+
+  if (program_->timeline && !slot.timeline_tried) {
+    slot.timeline_tried = true;
+    auto writer = timeline::TimelineWriter::create(*program_->timeline, program_->name, slot.index);
+    if (writer)
+      slot.timeline.emplace(std::move(writer.value()));
+    else
+      log::warn("{}: no timeline: {}", w.name(), writer.error().message);
+  }
+  if (slot.timeline) {
+    if (Status s = slot.timeline->start_run(w.generation(), w.pid().value_or(0), w.started_at());
+        !s)
+      log::warn("{}: timeline: {}", w.name(), s.error().message);
+  }
 
   if (!slot.watch_tried) {
     slot.watch_tried = true;
@@ -195,7 +242,19 @@ void ProgramMonitor::sample(Slot& slot) {
                                                                    : run.pid_requests.erase(it);
   }
   slot.last_sample = now;
+  if (slot.timeline) {
+    if (Status written = slot.timeline->sample(s); !written)
+      log::warn("{}: timeline: {}", w.name(), written.error().message);
+  }
   run.last = s;
+  const auto& max = program_->limits.memory_max;
+  if (run.checkpoint && run.checkpoint->overdue && max && s.current &&
+      static_cast<double>(*s.current) >= kOverdueMemoryFraction * static_cast<double>(*max)) {
+    log::warn("{} is at {} of its {} memory_max and has not confirmed its checkpoint; restarting "
+              "it without one",
+              w.name(), config::format_size(*s.current), config::format_size(*max));
+    return end_checkpoint(slot, "memory", false);
+  }
   evaluate(slot, run.last, 0);
 }
 
@@ -213,6 +272,11 @@ void ProgramMonitor::evaluate(Slot& slot, policies::Sample& sample, unsigned onl
   auto whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
     return d.second.action != Decision::Action::Signal;
   });
+  // While a checkpoint is under way, only a plain restart changes anything.
+  if (slot.run->checkpoint)
+    whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
+      return d.second.action == Decision::Action::Restart;
+    });
   if (whole != decisions.end()) return decide(slot, whole->first, std::move(whole->second));
   for (auto& [i, d] : decisions) {
     if (!slot.run) return;
@@ -225,6 +289,15 @@ void ProgramMonitor::decide(Slot& slot, size_t policy, Decision decision) {
   if (w.state() != WorkerState::Running || w.recycling()) return;
   bool signal = decision.action == Decision::Action::Signal;
   RecycleKey key{slot.index, signal ? decision.pid : 0};
+  // A limit that says "restart now" does not wait for a checkpoint asked for
+  // earlier (a spike on top of the leak that asked for it).
+  if (slot.run && slot.run->checkpoint && decision.action == Decision::Action::Restart) {
+    log::warn("{}: {} ({} policy) while it checkpoints; restarting it now", w.name(),
+              decision.reason, policies_[policy]->name());
+    slot.run->checkpoint->cause = RecycleCause{cause_text(decision, *policies_[policy]), false};
+    slot.run->checkpoint->policy = policy;
+    return end_checkpoint(slot, "preempted", false);
+  }
   // Already under way or waiting: a policy fires on every sample until then.
   if (queue_.in_flight(key) || queue_.queued(key) || (signal && signalled_.count(key.pid))) return;
   switch (queue_.request(key)) {
@@ -272,6 +345,7 @@ void ProgramMonitor::carry_out(Slot& slot, size_t policy, const Decision& decisi
                      {"action", policies::to_string(decision.action)},
                      {"reason", decision.reason}};
   if (decision.predicted_s) fields.emplace_back("predicted_s", *decision.predicted_s);
+  record(slot, "recycle", target, cause_text(decision, p));
   std::string what = signal ? " pid " + std::to_string(target) : std::string();
   log::event(Level::Info, "recycle",
              fmt::format("{} recycle{}: {} ({} policy)", w.name(), what, decision.reason, p.name()),
@@ -287,6 +361,15 @@ void ProgramMonitor::carry_out(Slot& slot, size_t policy, const Decision& decisi
     watch_exit(slot, target, std::move(pidfd));
     return;
   }
+  if (decision.action == Decision::Action::Checkpoint)
+    return begin_checkpoint(slot, policy, decision);
+  restart(slot, policy, RecycleCause{cause_text(decision, p), false});
+}
+
+void ProgramMonitor::restart(Slot& slot, size_t policy, RecycleCause cause) {
+  Worker& w = *slot.worker;
+  const policies::Policy& p = *policies_[policy];
+  RecycleKey key{slot.index, 0};
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - w.started_at());
   Duration delay =
       slot.guard.on_recycle(uptime, p.may_loop(), std::to_string(policy) + std::string(p.name()));
@@ -303,7 +386,71 @@ void ProgramMonitor::carry_out(Slot& slot, size_t policy, const Decision& decisi
                 {"delay_s", static_cast<double>(delay.count()) / 1000.0},
                 {"loops", slot.guard.loops()}});
   }
-  if (!w.recycle(delay)) finished(key);
+  if (!w.recycle(delay, std::move(cause))) finished(key);
+}
+
+void ProgramMonitor::begin_checkpoint(Slot& slot, size_t policy, const Decision& decision) {
+  Worker& w = *slot.worker;
+  const config::CheckpointConfig& c = program_->checkpoint;
+  RecycleCause cause{cause_text(decision, *policies_[policy]), true};
+  std::optional<pid_t> pid = w.pid();
+  // The main process is recycler's child and not reaped yet: its pid is its own.
+  if (!pid || ::kill(*pid, c.signal) != 0) {
+    log::warn("{}: cannot ask pid {} to checkpoint ({}); restarting it without one", w.name(),
+              pid.value_or(0), std::strerror(errno));
+    cause.resume = false;
+    return restart(slot, policy, std::move(cause));
+  }
+  log::event(Level::Info, "checkpoint",
+             fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
+                         "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
+                         w.name(), config::signal_name(c.signal), *pid,
+                         format_duration(c.timeout),
+                         c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)"
+                                                                         : ""),
+             {{"program", program_->name},
+              {"slot", slot.index},
+              {"pid", *pid},
+              {"generation", w.generation()},
+              {"signal", config::signal_name(c.signal)},
+              {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
+  record(slot, "checkpoint", *pid, config::signal_name(c.signal));
+  w.expect_clean_exit(cause);
+  Checkpointing& cp = slot.run->checkpoint.emplace();
+  cp.policy = policy;
+  cp.cause = std::move(cause);
+  cp.since = ctx_.timers.now();
+  cp.timeout = ctx_.timers.after(c.timeout, [this, &slot] { on_checkpoint_timeout(slot); });
+}
+
+void ProgramMonitor::on_checkpoint_timeout(Slot& slot) {
+  if (!slot.run || !slot.run->checkpoint) return;
+  Checkpointing& cp = *slot.run->checkpoint;
+  const config::CheckpointConfig& c = program_->checkpoint;
+  if (c.on_timeout == config::CheckpointTimeout::Wait) {
+    cp.overdue = true;
+    const auto& max = program_->limits.memory_max;
+    log::warn("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
+              slot.worker->name(), format_duration(c.timeout),
+              max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
+                  : std::string());
+    return;
+  }
+  log::warn("{} has not confirmed its checkpoint after {}; restarting it without one "
+            "(on_timeout: restart)",
+            slot.worker->name(), format_duration(c.timeout));
+  end_checkpoint(slot, "timeout", false);
+}
+
+// The checkpoint is over (confirmed, timed out, or overtaken): stop the worker
+// and start its replacement, resuming from the checkpoint when there is one.
+void ProgramMonitor::end_checkpoint(Slot& slot, std::string_view why, bool resume) {
+  Checkpointing cp = std::move(*slot.run->checkpoint);
+  slot.run->checkpoint.reset();
+  cp.cause.resume = resume;
+  log::debug("{}: checkpoint over ({}) after {}", slot.worker->name(), why,
+             format_duration(std::chrono::duration_cast<Duration>(ctx_.timers.now() - cp.since)));
+  restart(slot, cp.policy, std::move(cp.cause));
 }
 
 void ProgramMonitor::watch_exit(Slot& slot, pid_t pid, UniqueFd pidfd) {
@@ -336,6 +483,13 @@ void ProgramMonitor::watch_exit(Slot& slot, pid_t pid, UniqueFd pidfd) {
     pidfd_send_signal(it->second->pidfd.get(), SIGKILL);
   });
   signalled_[pid] = std::move(entry);
+}
+
+void ProgramMonitor::record(Slot& slot, std::string_view event, pid_t pid,
+                            std::string_view detail) {
+  if (!slot.timeline) return;
+  if (Status s = slot.timeline->event(event, pid, detail); !s)
+    log::warn("{}: timeline: {}", slot.worker->name(), s.error().message);
 }
 
 void ProgramMonitor::forget_process(RecycleKey key) {
@@ -382,6 +536,25 @@ void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::Notif
     log::debug("{} is ready (READY=1 from pid {})", worker.name(), sender);
   }
   if (message.status) log::debug("{} status: {}", worker.name(), *message.status);
+  if (message.checkpointed) {
+    if (!run.checkpoint) {
+      log::debug("{}: RECYCLER_CHECKPOINTED=1 from pid {} with no checkpoint asked for", worker.name(),
+                 sender);
+    } else {
+      auto took =
+          std::chrono::duration_cast<Duration>(ctx_.timers.now() - run.checkpoint->since);
+      log::event(Level::Info, "checkpointed",
+                 fmt::format("{} checkpointed in {} (pid {}); restarting it to resume",
+                             worker.name(), format_duration(took), sender),
+                 {{"program", program_->name},
+                  {"slot", slot->index},
+                  {"pid", sender},
+                  {"generation", worker.generation()},
+                  {"took_s", static_cast<double>(took.count()) / 1000.0}});
+      record(*slot, "checkpointed", sender, format_duration(took));
+      return end_checkpoint(*slot, "confirmed", true);
+    }
+  }
   if (message.requests && *message.requests > 0) count_requests(*slot, sender, *message.requests);
 }
 

@@ -2,7 +2,7 @@
 //
 //   every sample_interval, and at once when the kernel reports that a
 //   worker's memory crossed a policy's limit (the fast path):
-//     probes -> Sample -> each policy -> Decision
+//     probes -> Sample -> timeline (when configured) -> each policy -> Decision
 //   request reports (notify socket or output pattern) re-evaluate the
 //   policies that count requests, so a limit of 50 means 50, not "50 plus
 //   whatever arrived before the next tick".
@@ -11,7 +11,9 @@
 // max_concurrent_recycles at a time, the rest wait their turn) and each
 // slot's RecycleLoopGuard (a replacement tripping the same memory policy
 // within min_uptime backs off instead of looping). Whole-worker recycles go
-// through Worker::recycle (the graceful stop and the normal start); a
+// through Worker::recycle (the graceful stop and the normal start), after a
+// checkpoint where the policy's action asks for one (the program's checkpoint
+// signal, then RECYCLER_CHECKPOINTED=1 or a clean exit, or the timeout); a
 // process-scope decision signals one process inside the worker, and its place
 // in the queue is freed when that process has exited (pidfd).
 #pragma once
@@ -73,7 +75,10 @@ class ProgramMonitor {
   struct Slot;
   struct Signalled;
 
-  bool active() const { return !policies_.empty(); }
+  // Sampled at all: there are policies, or a timeline to record.
+  bool active() const { return !policies_.empty() || program_->timeline.has_value(); }
+  // One row in the slot's timeline events file, when it has one.
+  void record(Slot& slot, std::string_view event, pid_t pid, std::string_view detail);
   void begin_run(Slot& slot);
   void end_run(Slot& slot);
   void arm_tick(Slot& slot, Duration delay);
@@ -83,6 +88,10 @@ class ProgramMonitor {
   void count_requests(Slot& slot, pid_t pid, uint64_t n);
   void decide(Slot& slot, size_t policy, policies::Decision decision);
   void carry_out(Slot& slot, size_t policy, const policies::Decision& decision);
+  void restart(Slot& slot, size_t policy, RecycleCause cause);
+  void begin_checkpoint(Slot& slot, size_t policy, const policies::Decision& decision);
+  void end_checkpoint(Slot& slot, std::string_view why, bool resume);
+  void on_checkpoint_timeout(Slot& slot);
   void finished(policies::RecycleKey key);
   void forget_process(policies::RecycleKey key);
   void admit(const std::vector<policies::RecycleKey>& keys);

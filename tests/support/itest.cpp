@@ -109,6 +109,15 @@ std::string leaky_bin() {
   return e && *e ? e : RECYCLER_LEAKY_BIN_DEFAULT;
 }
 
+std::optional<std::string> python_bin() {
+  const char* e = std::getenv("RECYCLER_PYTHON");
+  std::string python = e && *e ? e : "/usr/bin/python3";
+  if (::access(python.c_str(), X_OK) != 0) return std::nullopt;
+  return python;
+}
+
+std::string examples_dir() { return RECYCLER_EXAMPLES_DIR; }
+
 std::string read_text(const std::string& path) {
   return read_file(path).value_or("<unreadable>");
 }

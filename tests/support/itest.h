@@ -32,6 +32,10 @@ Millis scaled(Millis base);
 
 std::string recycler_bin();  // RECYCLER_BIN, else the build tree's
 std::string leaky_bin();     // RECYCLER_LEAKY_BIN, else the build tree's
+// Debian's python3 for the example workers written in Python: RECYCLER_PYTHON
+// (the VM's staged copy), else /usr/bin/python3; nullopt when not there.
+std::optional<std::string> python_bin();
+std::string examples_dir();  // the source tree's examples/
 
 // A small file's contents, or "<unreadable>" (so that a comparison fails
 // with something to read in its message).

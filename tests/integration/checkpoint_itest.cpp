@@ -1,0 +1,178 @@
+// Checkpoint-and-restart with real processes in real cgroups, each way it can
+// end: the worker exits cleanly after saving (RECYCLER_RESUME=1 next), it
+// never confirms (on_timeout: restart; on_timeout: wait until memory nears
+// memory_max), or a restart policy overtakes it. Plus the timeline files a
+// program with `timeline:` leaves behind. The workers are /bin/sh around
+// leaky, so these run in the v2 VM too (busybox sh there).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A shell worker that says how it was started, then (with `usr1` as its
+// USR1 trap: '' ignores it, 'exit 0' ends cleanly) leaks with leaky.
+std::string worker(const std::string& usr1, const std::string& leaky_args) {
+  return R"(command: ["/bin/sh", "-c", "trap ')" + usr1 +
+         R"(' USR1; echo \"started resume=${RECYCLER_RESUME:-0} reason=${RECYCLER_RECYCLE_REASON:-none}\"; )" +
+         leaky_bin() + " " + leaky_args + R"( & wait; wait"])";
+}
+
+TEST(Checkpoint, ACleanExitAfterTheSignalRestartsTheWorkerToResume) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
+                                                           worker("exit 0",
+                                                                  "--rate 50MiB --max 1GiB") +
+                                                           R"(
+    limits: {memory_max: 512MiB}
+    policies:
+      - memory: {limit: 96MiB, action: checkpoint}
+    checkpoint: {signal: USR1, timeout: 60s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("started resume=0 reason=none", scaled(10s)));
+  ASSERT_TRUE(r.wait_for("ck[0] recycle: anon", scaled(20s)));
+  ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint: SIGUSR1", scaled(5s)));
+  auto resumed = r.wait_for("started resume=1 reason=anon", scaled(20s));
+  ASSERT_TRUE(resumed);
+  EXPECT_THAT(*resumed, HasSubstr("(memory policy)"));
+  EXPECT_EQ(r.count("has not confirmed"), 0u) << r.output();
+}
+
+TEST(Checkpoint, AWorkerThatNeverConfirmsIsRestartedAfterTheTimeoutWithoutResume) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
+                                                           worker("", "--rate 50MiB --max 160MiB") +
+                                                           R"(
+    limits: {memory_max: 512MiB}
+    policies:
+      - memory: {limit: 96MiB, action: checkpoint}
+    checkpoint: {timeout: 1s}
+    stop: {timeout: 5s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint", scaled(20s)));
+  ASSERT_TRUE(r.wait_for(
+      "ck[0] has not confirmed its checkpoint after 1s; restarting it without one", scaled(10s)));
+  ASSERT_TRUE(r.wait_for("started resume=0 reason=anon", scaled(20s)));
+}
+
+TEST(Checkpoint, OnTimeoutWaitWaitsUntilMemoryNearsMemoryMax) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // `for:` keeps the kernel fast path (and v2's memory.high throttle) out:
+  // the leak must be free to climb towards memory_max.
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
+                                                           worker("", "--rate 50MiB --max 1GiB") +
+                                                           R"(
+    limits: {memory_max: 256MiB}
+    sample_interval: 100ms
+    policies:
+      - memory: {limit: 64MiB, for: 100ms, action: checkpoint}
+    checkpoint: {timeout: 500ms, on_timeout: wait}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("ck[0] has not confirmed its checkpoint after 500ms; waiting on",
+                         scaled(20s)));
+  auto given_up = r.wait_for("memory_max and has not confirmed its checkpoint; restarting it",
+                             scaled(20s));
+  ASSERT_TRUE(given_up);
+  // 95% of 256 MiB is 243.2 MiB
+  EXPECT_THAT(*given_up, HasSubstr("ck[0] is at 2")) << *given_up;
+  ASSERT_TRUE(r.wait_for("started resume=0", scaled(20s)));
+  EXPECT_EQ(r.count("OOM"), 0u) << r.output();
+}
+
+TEST(Checkpoint, ARestartPolicyOvertakesACheckpointUnderWay) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
+                                                           worker("", "--rate 50MiB --max 1GiB") +
+                                                           R"(
+    limits: {memory_max: 512MiB}
+    sample_interval: 100ms
+    policies:
+      - memory: {limit: 64MiB, for: 100ms, action: checkpoint}
+      - memory: {limit: 160MiB, for: 100ms}
+    checkpoint: {timeout: 60s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint", scaled(20s)));
+  ASSERT_TRUE(r.wait_for("while it checkpoints; restarting it now", scaled(20s)));
+  ASSERT_TRUE(r.wait_for("started resume=0 reason=anon", scaled(20s)));
+}
+
+// Lines of a file.
+std::vector<std::string> file_lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(Timeline, EachRunsSamplesAndEventsAreRecordedToCsv) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string dir = sb.tmp() + "/timelines";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
+                                                           worker("exit 0",
+                                                                  "--rate 50MiB --max 1GiB") +
+                                                           R"(
+    limits: {memory_max: 512MiB}
+    sample_interval: 100ms
+    policies:
+      - memory: {limit: 96MiB, action: checkpoint}
+    timeline: {dir: )" + dir + R"(}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("started resume=1", scaled(30s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+
+  // The first run's samples were rotated to .1 when the second run began.
+  auto first = file_lines(dir + "/ck.0.csv.1");
+  ASSERT_GE(first.size(), 3u) << "header and at least two samples";
+  EXPECT_EQ(first[0], "t,current,anon,file,rss,pss,uss,device,requests,threads");
+  // t from 0, the cgroup's figures filled in, the leak visible in anon.
+  EXPECT_THAT(first[1], ::testing::MatchesRegex("0\\.[0-9]{3},[0-9]+,[0-9]+,[0-9]+,.*"));
+  auto anon = [](const std::string& row) {
+    size_t a = row.find(',', row.find(',') + 1);
+    return std::stoull(row.substr(a + 1, row.find(',', a + 1) - a - 1));
+  };
+  EXPECT_GT(anon(first.back()), anon(first[1]));
+  EXPECT_GE(anon(first.back()), 96ull << 20) << "recorded up to the crossing";
+  auto second = file_lines(dir + "/ck.0.csv");
+  ASSERT_GE(second.size(), 1u);
+  EXPECT_EQ(second[0], first[0]);
+
+  auto events = file_lines(dir + "/ck.0.events.csv");
+  ASSERT_GE(events.size(), 6u);
+  EXPECT_EQ(events[0], "time,generation,t,event,pid,detail");
+  std::vector<std::string> kinds;
+  for (size_t i = 1; i < events.size(); ++i) {
+    std::string row = events[i];
+    // time,generation,t,event,...
+    size_t c1 = row.find(','), c2 = row.find(',', c1 + 1), c3 = row.find(',', c2 + 1);
+    kinds.push_back(row.substr(c3 + 1, row.find(',', c3 + 1) - c3 - 1));
+  }
+  EXPECT_THAT(kinds, ::testing::IsSupersetOf({"start", "recycle", "checkpoint", "exit"}));
+  EXPECT_THAT(events[1], ::testing::ContainsRegex(",1,[0-9]+\\.[0-9]{3},start,[0-9]+,"));
+  for (const std::string& row : events) {
+    if (row.find(",recycle,") != std::string::npos) {
+      EXPECT_THAT(row, HasSubstr("(memory policy)"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace recycler::testing

@@ -1,0 +1,126 @@
+// Checkpoint-and-restart with a real trainer (examples/trainer/trainer.py under
+// Debian's python3) in a real cgroup: its leak would pass memory_max mid-run;
+// the leak policy sees the slope, recycler asks for a checkpoint, restarts it
+// with RECYCLER_RESUME=1, and the trainer finishes every epoch without an OOM
+// kill, redoing at most one checkpoint interval of steps per restart.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::optional<uint64_t> oom_kills(const Sandbox& sb, const std::string& program) {
+  std::string dir = sb.worker_dir(program, 0);
+  return find_keyed_value(read_text(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control")),
+                          "oom_kill");
+}
+
+// The trainer's --progress file: "GENERATION STEP" per finished training step.
+std::vector<std::pair<std::string, int>> read_progress(const std::string& path) {
+  std::vector<std::pair<std::string, int>> out;
+  std::ifstream in(path);
+  std::string generation;
+  int step = 0;
+  while (in >> generation >> step) out.emplace_back(generation, step);
+  return out;
+}
+
+std::string seconds(Millis base) {
+  return std::to_string(static_cast<double>(scaled(base).count()) / 1000.0) + "s";
+}
+
+TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "no Debian python3 (install python3, or set RECYCLER_PYTHON)";
+  Sandbox sb;
+  constexpr int kEpochs = 12, kSteps = 10, kCheckpointEvery = 5;
+  const std::string progress = sb.tmp() + "/progress";
+  const std::string step_time = std::to_string(0.1 * scaled(1000ms).count() / 1000.0);
+  // 48 MiB kept per 1.3 s epoch (10 steps and 3 of validation): 12 epochs
+  // would need ~650 MiB, well past memory_max, and 90% of it (the policy's
+  // limit) comes after ~9 epochs. The policy must act around epoch 5.
+  std::string cfg = sb.write("train.yaml", config_yaml(sb, R"(  train:
+    command: [")" + *python + R"(", ")" + examples_dir() + R"(/trainer/trainer.py",
+              "--epochs", ")" + std::to_string(kEpochs) + R"(", "--steps", ")" +
+                                                                   std::to_string(kSteps) + R"(",
+              "--step-time", ")" + step_time + R"(", "--model-mib", "32", "--leak-mib", "48",
+              "--validation-mib", "32", "--checkpoint", ")" + sb.tmp() + R"(/ckpt.json",
+              "--checkpoint-every", ")" + std::to_string(kCheckpointEvery) + R"(",
+              "--progress", ")" + progress + R"("]
+    limits: {memory_max: 512MiB}
+    sample_interval: )" + seconds(200ms) + R"(
+    min_uptime: 1s
+    policies:
+      - leak: {metric: anon, window: )" + seconds(4s) + R"(, warmup: )" +
+                                                  seconds(1500ms) + R"(, horizon: )" +
+                                                  seconds(5s) + R"(, min_slope: 60MiB/min,
+               limit: 90%, action: checkpoint}
+    checkpoint: {signal: USR1, timeout: )" + seconds(10s) + R"(}
+    stop: {timeout: 5s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("train[0] asked to checkpoint: SIGUSR1", scaled(60s)));
+  ASSERT_TRUE(r.wait_for("train[0] checkpointed in", scaled(20s)));
+  ASSERT_TRUE(r.wait_for("resumed from checkpoint", scaled(20s)));
+  // The cgroup outlives the trainer only while recycler runs: read its
+  // counter while the last epochs are still to go.
+  ASSERT_TRUE(r.wait_for("epoch " + std::to_string(kEpochs - 1) + "/" + std::to_string(kEpochs) +
+                             " done",
+                         scaled(90s)));
+  EXPECT_EQ(oom_kills(sb, "train"), std::optional<uint64_t>(0));
+  ASSERT_TRUE(r.wait_for("training done: epoch " + std::to_string(kEpochs) + "/" +
+                             std::to_string(kEpochs),
+                         scaled(30s)));
+  // The trainer exits 0 and is not restarted (on-failure): recycler is done.
+  EXPECT_EQ(r.exit_code(scaled(20s)), 0);
+  EXPECT_EQ(r.count("OOM"), 0u) << r.output();
+
+  // Every decision is a leak checkpoint with its figures, and the
+  // replacement knew it was one.
+  std::regex decision(R"(train\[0\] recycle: anon \+[0-9.]+ [KMG]iB/min over [0-9.]+m?s, .* of .*, limit in .* < horizon .* \(leak policy\))");
+  size_t decisions = 0;
+  for (const std::string& line : r.lines())
+    if (line.find("train[0] recycle:") != std::string::npos) {
+      ++decisions;
+      EXPECT_TRUE(std::regex_search(line, decision)) << line;
+    }
+  EXPECT_GE(decisions, 1u);
+  EXPECT_GE(r.count("resumed from checkpoint"), decisions);
+  EXPECT_EQ(r.count("starting from scratch"), 1u) << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("recycled for: anon +"));
+
+  // Each restart redid at most one checkpoint interval of steps, and every
+  // step was done at least once, up to the last.
+  auto steps = read_progress(progress);
+  ASSERT_FALSE(steps.empty());
+  std::map<std::string, std::pair<int, int>> runs;  // generation -> first, last step
+  std::vector<std::string> order;
+  for (const auto& [generation, step] : steps) {
+    auto [it, fresh] = runs.try_emplace(generation, step, step);
+    if (fresh) order.push_back(generation);
+    it->second.second = step;
+  }
+  ASSERT_GE(order.size(), 2u) << "no restart in the progress file";
+  EXPECT_EQ(runs[order.front()].first, 1);
+  EXPECT_EQ(runs[order.back()].second, kEpochs * kSteps);
+  for (size_t i = 1; i < order.size(); ++i) {
+    int done_before = runs[order[i - 1]].second;
+    int resumed_at = runs[order[i]].first - 1;
+    EXPECT_LE(resumed_at, done_before) << "generation " << order[i] << " skipped steps";
+    EXPECT_LE(done_before - resumed_at, kCheckpointEvery)
+        << "generation " << order[i] << " redid " << (done_before - resumed_at) << " steps";
+  }
+}
+
+}  // namespace
+}  // namespace recycler::testing
