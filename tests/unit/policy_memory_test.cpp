@@ -328,8 +328,8 @@ TEST_F(MemoryPolicy, LimitIsRequired) {
 
 TEST_F(MemoryPolicy, UnknownMetricListsTheAllowedOnes) {
   EXPECT_THAT(errors_of("memory", "{metric: file, limit: 1GiB}"),
-              ElementsAre("metric: invalid value \"file\"; expected anon, current, rss, pss or "
-                          "uss"));
+              ElementsAre("metric: invalid value \"file\"; expected anon, current, rss, pss, uss "
+                          "or device"));
 }
 
 TEST_F(MemoryPolicy, ProcessScopeRejectsCgroupMetrics) {
