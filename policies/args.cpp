@@ -245,8 +245,8 @@ std::optional<double> Args::rate(std::string_view key) {
     for (const auto& [unit, seconds] : kPer)
       if (std::string_view(*text).substr(slash + 1) == unit) per = &seconds;
   if (!per) {
-    report(at, e->key + ": invalid rate " + quote(*text) + ": expected a size per s, min or h, e.g. " +
-                   quote("1MiB/min"));
+    report(at, e->key + ": invalid rate " + quote(*text) +
+                   ": expected a size per s, min or h, e.g. " + quote("1MiB/min"));
     return std::nullopt;
   }
   auto bytes = parse<uint64_t>(*e, text->substr(0, slash), "rate", config::parse_size);
@@ -288,8 +288,9 @@ void read_action(Args& args, Scope& scope) {
   auto v = args.choice("action", {"restart", "checkpoint"});
   if (!v) return;
   if (*v == "checkpoint" && scope.process) {
-    args.error("action",
-               "action: checkpoint applies to the whole worker; scope: process signals one process");
+    args.error(
+        "action",
+        "action: checkpoint applies to the whole worker; scope: process signals one process");
     return;
   }
   scope.action = *v == "checkpoint" ? Decision::Action::Checkpoint : Decision::Action::Restart;

@@ -44,7 +44,9 @@ constexpr double kEnvelopeSpan = 1.0 / 3;
 // Each half of the window must rise by this fraction of what the slope says.
 constexpr double kHalfRise = 0.25;
 
-double seconds(Duration d) { return static_cast<double>(d.count()) / 1000.0; }
+double seconds(Duration d) {
+  return static_cast<double>(d.count()) / 1000.0;
+}
 
 class Leak final : public Policy {
  public:
@@ -62,12 +64,12 @@ class Leak final : public Policy {
   explicit Leak(Settings s) : s_(std::move(s)) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors,
-              {"metric", "window", "warmup", "horizon", "min_slope", "limit", "action",
-               "estimator"});
+    Args args(
+        node, errors,
+        {"metric", "window", "warmup", "horizon", "min_slope", "limit", "action", "estimator"});
     Settings s;
-    if (auto name = args.choice("metric",
-                                {"anon", "current", "file", "rss", "pss", "uss", "device"}))
+    if (auto name =
+            args.choice("metric", {"anon", "current", "file", "rss", "pss", "uss", "device"}))
       s.metric = *parse_metric(*name);
     auto positive = [&](const char* key, Duration& out) {
       auto d = args.duration(key);
@@ -193,7 +195,8 @@ class Leak final : public Policy {
       const Bucket& x = st.buckets[i];
       if (x.k - first < span - 1) continue;
       double lo = x.min;
-      for (size_t j = i; j-- > 0 && st.buckets[j].k > x.k - span;) lo = std::min(lo, st.buckets[j].min);
+      for (size_t j = i; j-- > 0 && st.buckets[j].k > x.k - span;)
+        lo = std::min(lo, st.buckets[j].min);
       st.points.push_back({static_cast<double>(x.k) * w, lo});
     }
     if (st.points.size() < 4) return std::nullopt;

@@ -119,8 +119,7 @@ void ProgramMonitor::on_state_change(Worker& worker) {
     case WorkerState::Starting:
       break;
     case WorkerState::Exited:
-      if (auto exit = worker.last_exit())
-        record(*slot, "exit", 0, exit->describe());
+      if (auto exit = worker.last_exit()) record(*slot, "exit", 0, exit->describe());
       // Only recycles chain into a loop: a crash or a stop starts it over.
       if (!worker.recycling()) slot->guard.reset();
       end_run(*slot);
@@ -250,9 +249,10 @@ void ProgramMonitor::sample(Slot& slot) {
   const auto& max = program_->limits.memory_max;
   if (run.checkpoint && run.checkpoint->overdue && max && s.current &&
       static_cast<double>(*s.current) >= kOverdueMemoryFraction * static_cast<double>(*max)) {
-    log::warn("{} is at {} of its {} memory_max and has not confirmed its checkpoint; restarting "
-              "it without one",
-              w.name(), config::format_size(*s.current), config::format_size(*max));
+    log::warn(
+        "{} is at {} of its {} memory_max and has not confirmed its checkpoint; restarting "
+        "it without one",
+        w.name(), config::format_size(*s.current), config::format_size(*max));
     return end_checkpoint(slot, "memory", false);
   }
   evaluate(slot, run.last, 0);
@@ -294,9 +294,8 @@ void ProgramMonitor::decide(Slot& slot, size_t policy, Decision decision) {
   if (slot.run && slot.run->checkpoint && decision.action == Decision::Action::Restart) {
     log::warn("{}: {} ({} policy) while it checkpoints; restarting it now", w.name(),
               decision.reason, policies_[policy]->name());
-    slot.run->checkpoint->cause = RecycleCause{cause_text(decision, *policies_[policy]), false};
-    slot.run->checkpoint->policy = policy;
-    return end_checkpoint(slot, "preempted", false);
+    slot.run->checkpoint.reset();
+    return restart(slot, policy, RecycleCause{cause_text(decision, *policies_[policy]), false});
   }
   // Already under way or waiting: a policy fires on every sample until then.
   if (queue_.in_flight(key) || queue_.queued(key) || (signal && signalled_.count(key.pid))) return;
@@ -401,19 +400,18 @@ void ProgramMonitor::begin_checkpoint(Slot& slot, size_t policy, const Decision&
     cause.resume = false;
     return restart(slot, policy, std::move(cause));
   }
-  log::event(Level::Info, "checkpoint",
-             fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
-                         "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
-                         w.name(), config::signal_name(c.signal), *pid,
-                         format_duration(c.timeout),
-                         c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)"
-                                                                         : ""),
-             {{"program", program_->name},
-              {"slot", slot.index},
-              {"pid", *pid},
-              {"generation", w.generation()},
-              {"signal", config::signal_name(c.signal)},
-              {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
+  log::event(
+      Level::Info, "checkpoint",
+      fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
+                  "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
+                  w.name(), config::signal_name(c.signal), *pid, format_duration(c.timeout),
+                  c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)" : ""),
+      {{"program", program_->name},
+       {"slot", slot.index},
+       {"pid", *pid},
+       {"generation", w.generation()},
+       {"signal", config::signal_name(c.signal)},
+       {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
   record(slot, "checkpoint", *pid, config::signal_name(c.signal));
   w.expect_clean_exit(cause);
   Checkpointing& cp = slot.run->checkpoint.emplace();
@@ -436,13 +434,14 @@ void ProgramMonitor::on_checkpoint_timeout(Slot& slot) {
                   : std::string());
     return;
   }
-  log::warn("{} has not confirmed its checkpoint after {}; restarting it without one "
-            "(on_timeout: restart)",
-            slot.worker->name(), format_duration(c.timeout));
+  log::warn(
+      "{} has not confirmed its checkpoint after {}; restarting it without one "
+      "(on_timeout: restart)",
+      slot.worker->name(), format_duration(c.timeout));
   end_checkpoint(slot, "timeout", false);
 }
 
-// The checkpoint is over (confirmed, timed out, or overtaken): stop the worker
+// The checkpoint is over (confirmed or timed out): stop the worker
 // and start its replacement, resuming from the checkpoint when there is one.
 void ProgramMonitor::end_checkpoint(Slot& slot, std::string_view why, bool resume) {
   Checkpointing cp = std::move(*slot.run->checkpoint);
@@ -538,11 +537,10 @@ void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::Notif
   if (message.status) log::debug("{} status: {}", worker.name(), *message.status);
   if (message.checkpointed) {
     if (!run.checkpoint) {
-      log::debug("{}: RECYCLER_CHECKPOINTED=1 from pid {} with no checkpoint asked for", worker.name(),
-                 sender);
+      log::debug("{}: RECYCLER_CHECKPOINTED=1 from pid {} with no checkpoint asked for",
+                 worker.name(), sender);
     } else {
-      auto took =
-          std::chrono::duration_cast<Duration>(ctx_.timers.now() - run.checkpoint->since);
+      auto took = std::chrono::duration_cast<Duration>(ctx_.timers.now() - run.checkpoint->since);
       log::event(Level::Info, "checkpointed",
                  fmt::format("{} checkpointed in {} (pid {}); restarting it to resume",
                              worker.name(), format_duration(took), sender),

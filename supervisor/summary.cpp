@@ -75,9 +75,9 @@ std::string describe_program(const config::ProgramConfig& p) {
   }
   if (p.requests) out += "; requests counted by pattern " + p.requests->pattern;
   if (p.checkpoint != config::CheckpointConfig{})
-    out += fmt::format("; checkpoint {} within {}, then {}", config::signal_name(p.checkpoint.signal),
-                       config::format_duration(p.checkpoint.timeout),
-                       config::to_string(p.checkpoint.on_timeout));
+    out += fmt::format(
+        "; checkpoint {} within {}, then {}", config::signal_name(p.checkpoint.signal),
+        config::format_duration(p.checkpoint.timeout), config::to_string(p.checkpoint.on_timeout));
   if (p.timeline) out += "; timeline in " + p.timeline->dir;
   return out;
 }

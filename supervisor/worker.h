@@ -141,7 +141,7 @@ class Worker {
   Duration last_uptime_{0};
   bool stop_requested_ = false;
   std::optional<Duration> recycle_delay_;
-  std::optional<RecycleCause> cause_;        // for the next start
+  std::optional<RecycleCause> cause_;       // for the next start
   std::optional<RecycleCause> clean_exit_;  // expect_clean_exit()
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time

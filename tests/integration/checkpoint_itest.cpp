@@ -26,18 +26,21 @@ std::string worker(const std::string& usr1, const std::string& leaky_args) {
          leaky_bin() + " " + leaky_args + R"( & wait; wait"])";
 }
 
+// A config file with one program, `ck`: worker(usr1, leaky_args), then `settings`.
+std::string ck_config(const Sandbox& sb, const std::string& usr1, const std::string& leaky_args,
+                      const std::string& settings) {
+  return sb.write("c.yaml", config_yaml(sb, "  ck:\n    " + worker(usr1, leaky_args) + settings));
+}
+
 TEST(Checkpoint, ACleanExitAfterTheSignalRestartsTheWorkerToResume) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
-  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
-                                                           worker("exit 0",
-                                                                  "--rate 50MiB --max 1GiB") +
-                                                           R"(
+  std::string cfg = ck_config(sb, "exit 0", "--rate 50MiB --max 1GiB", R"(
     limits: {memory_max: 512MiB}
     policies:
       - memory: {limit: 96MiB, action: checkpoint}
     checkpoint: {signal: USR1, timeout: 60s}
-)"));
+)");
   Recycler r({"run", "-c", cfg}, sb);
   ASSERT_TRUE(r.wait_for("started resume=0 reason=none", scaled(10s)));
   ASSERT_TRUE(r.wait_for("ck[0] recycle: anon", scaled(20s)));
@@ -51,15 +54,13 @@ TEST(Checkpoint, ACleanExitAfterTheSignalRestartsTheWorkerToResume) {
 TEST(Checkpoint, AWorkerThatNeverConfirmsIsRestartedAfterTheTimeoutWithoutResume) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
-  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
-                                                           worker("", "--rate 50MiB --max 160MiB") +
-                                                           R"(
+  std::string cfg = ck_config(sb, "", "--rate 50MiB --max 160MiB", R"(
     limits: {memory_max: 512MiB}
     policies:
       - memory: {limit: 96MiB, action: checkpoint}
     checkpoint: {timeout: 1s}
     stop: {timeout: 5s}
-)"));
+)");
   Recycler r({"run", "-c", cfg}, sb);
   ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint", scaled(20s)));
   ASSERT_TRUE(r.wait_for(
@@ -72,20 +73,18 @@ TEST(Checkpoint, OnTimeoutWaitWaitsUntilMemoryNearsMemoryMax) {
   Sandbox sb;
   // `for:` keeps the kernel fast path (and v2's memory.high throttle) out:
   // the leak must be free to climb towards memory_max.
-  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
-                                                           worker("", "--rate 50MiB --max 1GiB") +
-                                                           R"(
+  std::string cfg = ck_config(sb, "", "--rate 50MiB --max 1GiB", R"(
     limits: {memory_max: 256MiB}
     sample_interval: 100ms
     policies:
       - memory: {limit: 64MiB, for: 100ms, action: checkpoint}
     checkpoint: {timeout: 500ms, on_timeout: wait}
-)"));
+)");
   Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("ck[0] has not confirmed its checkpoint after 500ms; waiting on",
-                         scaled(20s)));
-  auto given_up = r.wait_for("memory_max and has not confirmed its checkpoint; restarting it",
-                             scaled(20s));
+  ASSERT_TRUE(
+      r.wait_for("ck[0] has not confirmed its checkpoint after 500ms; waiting on", scaled(20s)));
+  auto given_up =
+      r.wait_for("memory_max and has not confirmed its checkpoint; restarting it", scaled(20s));
   ASSERT_TRUE(given_up);
   // 95% of 256 MiB is 243.2 MiB
   EXPECT_THAT(*given_up, HasSubstr("ck[0] is at 2")) << *given_up;
@@ -96,16 +95,14 @@ TEST(Checkpoint, OnTimeoutWaitWaitsUntilMemoryNearsMemoryMax) {
 TEST(Checkpoint, ARestartPolicyOvertakesACheckpointUnderWay) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
-  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
-                                                           worker("", "--rate 50MiB --max 1GiB") +
-                                                           R"(
+  std::string cfg = ck_config(sb, "", "--rate 50MiB --max 1GiB", R"(
     limits: {memory_max: 512MiB}
     sample_interval: 100ms
     policies:
       - memory: {limit: 64MiB, for: 100ms, action: checkpoint}
       - memory: {limit: 160MiB, for: 100ms}
     checkpoint: {timeout: 60s}
-)"));
+)");
   Recycler r({"run", "-c", cfg}, sb);
   ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint", scaled(20s)));
   ASSERT_TRUE(r.wait_for("while it checkpoints; restarting it now", scaled(20s)));
@@ -124,16 +121,13 @@ TEST(Timeline, EachRunsSamplesAndEventsAreRecordedToCsv) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
   std::string dir = sb.tmp() + "/timelines";
-  std::string cfg = sb.write("c.yaml", config_yaml(sb, "  ck:\n    " +
-                                                           worker("exit 0",
-                                                                  "--rate 50MiB --max 1GiB") +
-                                                           R"(
+  std::string cfg = ck_config(sb, "exit 0", "--rate 50MiB --max 1GiB", R"(
     limits: {memory_max: 512MiB}
     sample_interval: 100ms
     policies:
       - memory: {limit: 96MiB, action: checkpoint}
     timeline: {dir: )" + dir + R"(}
-)"));
+)");
   Recycler r({"run", "-c", cfg}, sb);
   ASSERT_TRUE(r.wait_for("started resume=1", scaled(30s)));
   r.signal(SIGTERM);

@@ -18,13 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The cgroup's OOM-kill counter (v1 memory.oom_control, v2 memory.events).
-std::optional<uint64_t> oom_kills(const Sandbox& sb, const std::string& program, unsigned slot) {
-  std::string dir = sb.worker_dir(program, slot);
-  return find_keyed_value(read_text(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control")),
-                          "oom_kill");
-}
-
 // "leaky[0] recycle: anon 301 MiB > 300 MiB (memory policy)" -> 301 (MiB, rounded down).
 std::vector<double> recycled_at_mib(const Recycler& r, const std::string& worker) {
   static const std::regex kLine(R"(recycle: anon ([0-9.]+) (MiB|GiB) > )");

@@ -18,12 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::optional<uint64_t> oom_kills(const Sandbox& sb, const std::string& program) {
-  std::string dir = sb.worker_dir(program, 0);
-  return find_keyed_value(read_text(dir + (sb.v2() ? "/memory.events" : "/memory.oom_control")),
-                          "oom_kill");
-}
-
 // The trainer's --progress file: "GENERATION STEP" per finished training step.
 std::vector<std::pair<std::string, int>> read_progress(const std::string& path) {
   std::vector<std::pair<std::string, int>> out;
@@ -52,18 +46,21 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
   std::string cfg = sb.write("train.yaml", config_yaml(sb, R"(  train:
     command: [")" + *python + R"(", ")" + examples_dir() + R"(/trainer/trainer.py",
               "--epochs", ")" + std::to_string(kEpochs) + R"(", "--steps", ")" +
-                                                                   std::to_string(kSteps) + R"(",
+                                                               std::to_string(kSteps) + R"(",
               "--step-time", ")" + step_time + R"(", "--model-mib", "32", "--leak-mib", "48",
-              "--validation-mib", "32", "--checkpoint", ")" + sb.tmp() + R"(/ckpt.json",
-              "--checkpoint-every", ")" + std::to_string(kCheckpointEvery) + R"(",
+              "--validation-mib", "32", "--checkpoint", ")" + sb.tmp() +
+                                                               R"(/ckpt.json",
+              "--checkpoint-every", ")" + std::to_string(kCheckpointEvery) +
+                                                               R"(",
               "--progress", ")" + progress + R"("]
     limits: {memory_max: 512MiB}
     sample_interval: )" + seconds(200ms) + R"(
     min_uptime: 1s
     policies:
       - leak: {metric: anon, window: )" + seconds(4s) + R"(, warmup: )" +
-                                                  seconds(1500ms) + R"(, horizon: )" +
-                                                  seconds(5s) + R"(, min_slope: 60MiB/min,
+                                                               seconds(1500ms) + R"(, horizon: )" +
+                                                               seconds(5s) +
+                                                               R"(, min_slope: 60MiB/min,
                limit: 90%, action: checkpoint}
     checkpoint: {signal: USR1, timeout: )" + seconds(10s) + R"(}
     stop: {timeout: 5s}
@@ -76,16 +73,17 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
   // counter now (a resumed run may start at the last epoch); each later
   // generation's exit is checked for an OOM kill by recycler itself (below).
   EXPECT_EQ(oom_kills(sb, "train"), std::optional<uint64_t>(0));
-  ASSERT_TRUE(r.wait_for("training done: epoch " + std::to_string(kEpochs) + "/" +
-                             std::to_string(kEpochs),
-                         scaled(30s)));
+  ASSERT_TRUE(
+      r.wait_for("training done: epoch " + std::to_string(kEpochs) + "/" + std::to_string(kEpochs),
+                 scaled(30s)));
   // The trainer exits 0 and is not restarted (on-failure): recycler is done.
   EXPECT_EQ(r.exit_code(scaled(20s)), 0);
   EXPECT_EQ(r.count("OOM"), 0u) << r.output();
 
   // Every decision is a leak checkpoint with its figures, and the
   // replacement knew it was one.
-  std::regex decision(R"(train\[0\] recycle: anon \+[0-9.]+ [KMG]iB/min over [0-9.]+m?s, .* of .*, limit in .* < horizon .* \(leak policy\))");
+  std::regex decision(
+      R"(train\[0\] recycle: anon \+[0-9.]+ [KMG]iB/min over [0-9.]+m?s, .* of .*, limit in .* < horizon .* \(leak policy\))");
   size_t decisions = 0;
   for (const std::string& line : r.lines())
     if (line.find("train[0] recycle:") != std::string::npos) {

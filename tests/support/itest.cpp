@@ -116,7 +116,16 @@ std::optional<std::string> python_bin() {
   return python;
 }
 
-std::string examples_dir() { return RECYCLER_EXAMPLES_DIR; }
+std::string examples_dir() {
+  return RECYCLER_EXAMPLES_DIR;
+}
+
+std::optional<uint64_t> oom_kills(const Sandbox& sandbox, const std::string& program,
+                                  unsigned slot) {
+  std::string dir = sandbox.worker_dir(program, slot);
+  return find_keyed_value(
+      read_text(dir + (sandbox.v2() ? "/memory.events" : "/memory.oom_control")), "oom_kill");
+}
 
 std::string read_text(const std::string& path) {
   return read_file(path).value_or("<unreadable>");

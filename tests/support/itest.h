@@ -144,6 +144,11 @@ pid_t started_pid(const std::string& line);
 std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                         const std::string& extra_top_level = "");
 
+// The worker cgroup's OOM-kill counter (v1 memory.oom_control, v2
+// memory.events); nullopt when unreadable (the cgroup is gone).
+std::optional<uint64_t> oom_kills(const Sandbox& sandbox, const std::string& program,
+                                  unsigned slot = 0);
+
 // cgroup.procs of a directory.
 std::vector<pid_t> cgroup_pids(const std::string& dir);
 
