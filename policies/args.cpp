@@ -42,6 +42,25 @@ std::string shortest(double v) {
 
 }  // namespace
 
+std::optional<double> parse_rate(std::string_view text, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<double> {
+    if (error) *error = std::move(why);
+    return std::nullopt;
+  };
+  size_t slash = text.rfind('/');
+  if (slash == std::string_view::npos)
+    return fail("expected a size per s, min or h, e.g. " + quote("1MiB/min"));
+  static constexpr std::pair<std::string_view, double> kPer[] = {
+      {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}};
+  std::string_view per = text.substr(slash + 1);
+  auto it = std::find_if(std::begin(kPer), std::end(kPer),
+                         [&](const auto& unit) { return unit.first == per; });
+  if (it == std::end(kPer)) return fail("unknown time unit " + quote(per) + "; use s, min or h");
+  auto bytes = config::parse_size(text.substr(0, slash), error);
+  if (!bytes) return std::nullopt;
+  return static_cast<double>(*bytes) / it->second;
+}
+
 std::optional<uint64_t> SizeLimit::resolve(const std::optional<uint64_t>& memory_max) const {
   if (!percent) return bytes;
   if (!memory_max) return std::nullopt;
@@ -232,26 +251,12 @@ std::optional<SizeLimit> Args::limit(std::string_view key) {
 }
 
 std::optional<double> Args::rate(std::string_view key) {
-  const Entry* e = get(key);
-  if (!e) return std::nullopt;
-  auto text = scalar(*e, "a rate");
-  if (!text) return std::nullopt;
-  const YAML::Mark at = e->value.Mark();
-  size_t slash = text->rfind('/');
-  static constexpr std::pair<std::string_view, double> kPer[] = {
-      {"s", 1}, {"sec", 1}, {"min", 60}, {"m", 60}, {"h", 3600}, {"hour", 3600}};
-  const double* per = nullptr;
-  if (slash != std::string::npos)
-    for (const auto& [unit, seconds] : kPer)
-      if (std::string_view(*text).substr(slash + 1) == unit) per = &seconds;
-  if (!per) {
-    report(at, e->key + ": invalid rate " + quote(*text) +
-                   ": expected a size per s, min or h, e.g. " + quote("1MiB/min"));
+  auto v = unit<double>(key, "rate", parse_rate);
+  if (v && *v == 0) {
+    error(key, std::string(key) + " must be greater than 0");
     return std::nullopt;
   }
-  auto bytes = parse<uint64_t>(*e, text->substr(0, slash), "rate", config::parse_size);
-  if (!bytes) return std::nullopt;
-  return static_cast<double>(*bytes) / *per;
+  return v;
 }
 
 Decision Scope::decide(std::string reason, pid_t pid) const {

@@ -33,6 +33,11 @@ struct SizeLimit {
   std::string origin(const std::optional<uint64_t>& memory_max) const;
 };
 
+// A growth rate, a size per s, m, min or h ("1MiB/min", "64KiB/s", "2GiB/h"),
+// in bytes per second; the size as config::parse_size reads it. Returns
+// nullopt and sets *error to a sentence fragment on failure.
+std::optional<double> parse_rate(std::string_view text, std::string* error = nullptr);
+
 class Args {
  public:
   // Reads the keys of `node`; a null node is an empty map. Keys outside
@@ -54,7 +59,7 @@ class Args {
                                     std::initializer_list<std::string_view> names);
   // A size above 0 ("600MiB") or a percentage of memory_max ("90%", "12.5%").
   std::optional<SizeLimit> limit(std::string_view key);
-  // A growth rate, "1MiB/min", "64KiB/s", "2GiB/h", in bytes per second.
+  // A growth rate above 0 (parse_rate), in bytes per second.
   std::optional<double> rate(std::string_view key);
 
   // Reports `message` at the key's value, or at the node when it is absent.

@@ -4,27 +4,33 @@
 //   - leak: {metric: anon, window: 10m, warmup: 2m, horizon: 15m,
 //            min_slope: 1MiB/min, limit: 90%, action: checkpoint}
 //
-// The window is kept as kBuckets buckets (min, max, mean of the samples in
-// each), so the state is bounded whatever the sample rate or uptime. When a
-// bucket closes the trend is estimated again:
-//   - the lower envelope (the lowest value over the last third of the window
-//     at each bucket) follows a sawtooth's troughs, so a healthy per-epoch
-//     sawtooth or GC cycle is flat there, and a leak riding it is not;
-//   - its Theil–Sen slope is the growth, and it must be growth throughout:
-//     both halves of the window rise by at least a quarter of what that slope
-//     says (a one-off step followed by a plateau does not, nor does noise);
-//   - the larger of the whole-window and the recent-half slopes is used, so an
-//     accelerating leak is projected with its current speed.
+// The window is kept as kBuckets buckets (min, max and mean of the samples in
+// each), so the state is bounded whatever the sample rate or uptime. Each
+// time a bucket closes, once two thirds of a window are behind the warm-up,
+// the trend is estimated again from the closed buckets:
+//   - the lower envelope (the lowest value over the last third of the window,
+//     at each bucket) runs along a sawtooth's troughs and the upper envelope
+//     along its peaks: a healthy per-epoch or GC cycle up to a third of the
+//     window long is flat in both, a leak riding it is not;
+//   - the growth is the Theil–Sen slope of the lower envelope, and it counts
+//     only when it is growth throughout: not one jump (a second model loaded,
+//     then a plateau), and still rising in the recent half of both envelopes
+//     (the lower one lags by a third of the window; the upper one stops
+//     rising as soon as a warm-up ramp settles);
+//   - the projection uses the larger of that slope and the current one, over
+//     the recent half of the upper envelope and of the bucket means (neither
+//     lags: an accelerating leak is projected at its current speed), at most
+//     kAcceleration times the first.
 // On every sample, the time to the limit is projected from the recent peak
-// (the top of the sawtooth is what meets the limit); the policy fires when
-// that is less than `horizon`.
+// (the top of the sawtooth is what meets the limit first); the policy fires
+// when that is less than `horizon`.
 //
-// `estimator: least-squares` replaces all that with a least-squares slope of
-// the bucket means (whole window and recent half): the naive baseline, kept
-// to compare against on recorded timelines (`recycler replay`).
+// `estimator: least-squares` replaces all of that with least-squares slopes
+// of the bucket means (whole window and recent half, the larger): the naive
+// baseline, kept to compare with on recorded timelines (`recycler replay`).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <deque>
 #include <memory>
 
 #include "policies/args.h"
@@ -35,33 +41,41 @@
 namespace recycler::policies {
 namespace {
 
+using namespace std::chrono_literals;
 using config::format_duration;
 using config::format_size;
+using Bucket = BucketWindow::Bucket;
 
-constexpr int64_t kBuckets = 64;
-// The lower envelope looks back this fraction of the window.
-constexpr double kEnvelopeSpan = 1.0 / 3;
-// Each half of the window must rise by this fraction of what the slope says.
-constexpr double kHalfRise = 0.25;
+constexpr size_t kBuckets = 64;
+// The envelopes look back this many buckets: a third of the window.
+constexpr int64_t kEnvelopeBuckets = (kBuckets + 1) / 3;
+// Growth throughout: no rise within an eighth of the envelope's span may be
+// more than this share of its whole rise...
+constexpr double kMaxJumpShare = 2.0 / 3;
+// ...and over the recent half, the lower envelope rises by at least this
+// share of what the slope says, the upper one (no lag) by at least half.
+constexpr double kLowerRecentShare = 0.25;
+constexpr double kUpperRecentShare = 0.5;
+constexpr double kAcceleration = 4;
 
 double seconds(Duration d) {
-  return static_cast<double>(d.count()) / 1000.0;
+  return std::chrono::duration<double>(d).count();
 }
 
 class Leak final : public Policy {
  public:
   struct Settings {
     Metric metric = Metric::Anon;
-    Duration window{10 * 60 * 1000};
-    Duration warmup{2 * 60 * 1000};
-    Duration horizon{15 * 60 * 1000};
+    Duration window = 10min;
+    Duration warmup = 2min;
+    Duration horizon = 15min;
     double min_slope = 1024.0 * 1024.0 / 60.0;  // bytes per second
     SizeLimit limit{0, 90.0};
-    Scope scope;
+    Decision::Action action = Decision::Action::Restart;
     bool least_squares = false;
   };
 
-  explicit Leak(Settings s) : s_(std::move(s)) {}
+  explicit Leak(Settings s) : s_(s) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
     Args args(
@@ -71,7 +85,7 @@ class Leak final : public Policy {
     if (auto name =
             args.choice("metric", {"anon", "current", "file", "rss", "pss", "uss", "device"}))
       s.metric = *parse_metric(*name);
-    auto positive = [&](const char* key, Duration& out) {
+    auto positive = [&](std::string_view key, Duration& out) {
       auto d = args.duration(key);
       if (!d) return;
       if (*d <= Duration::zero())
@@ -81,14 +95,17 @@ class Leak final : public Policy {
     };
     positive("window", s.window);
     positive("horizon", s.horizon);
+    // Any warm-up goes, longer than the window too: it is time since the start.
     if (auto d = args.duration("warmup")) s.warmup = *d;
     if (auto r = args.rate("min_slope")) s.min_slope = *r;
     if (auto l = args.limit("limit")) s.limit = *l;
-    read_action(args, s.scope);
+    Scope scope;
+    read_action(args, scope);
+    s.action = scope.action;
     if (auto e = args.choice("estimator", {"theil-sen", "least-squares"}))
       s.least_squares = *e == "least-squares";
     if (!args.ok()) return nullptr;
-    return std::make_unique<Leak>(std::move(s));
+    return std::make_unique<Leak>(s);
   }
 
   std::string_view name() const override { return "leak"; }
@@ -97,7 +114,7 @@ class Leak final : public Policy {
   bool may_loop() const override { return true; }
 
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
-    auto state = std::make_unique<State>();
+    auto state = std::make_unique<State>(seconds(s_.window) / kBuckets);
     state->started = worker.started;
     state->limit = s_.limit.resolve(worker.memory_max);
     state->origin = s_.limit.origin(worker.memory_max);
@@ -106,138 +123,139 @@ class Leak final : public Policy {
 
   Decision evaluate(const Sample& sample, PolicyState& base) const override {
     auto& st = static_cast<State&>(base);
+    // A percentage of a memory_max the worker does not have: no limit at all.
     if (!st.limit) return Decision::none();
     auto v = value(sample, s_.metric);
     if (!v) return Decision::none();
-    double t = std::chrono::duration<double>(sample.t - st.started).count();
+    const double t = std::chrono::duration<double>(sample.t - st.started).count();
     if (t < seconds(s_.warmup)) return Decision::none();
-    const double w = seconds(s_.window) / kBuckets;
-    const auto k = static_cast<int64_t>(std::floor(t / w));
-    if (st.buckets.empty() || st.buckets.back().k < k) {
-      if (!st.buckets.empty()) estimate(st, k, w);  // a bucket closed
-      st.buckets.push_back(Bucket{k, static_cast<double>(*v), static_cast<double>(*v), 0, 0, 0});
-      while (st.buckets.front().k <= k - kBuckets) st.buckets.pop_front();
-    }
-    Bucket& b = st.buckets.back();
-    const auto x = static_cast<double>(*v);
-    b.min = std::min(b.min, x);
-    b.max = std::max(b.max, x);
-    b.sum += x;
-    b.tsum += t;
-    ++b.n;
-    if (!st.slope) return Decision::none();
+    if (st.window.add(t, static_cast<double>(*v))) estimate(st);
+    if (!st.trend) return Decision::none();
 
-    // The recent peak meets the limit first.
-    const int64_t span = envelope_span(w);
-    double peak = 0;
-    for (const Bucket& r : st.buckets)
-      if (r.k > k - span) peak = std::max(peak, r.max);
-    const double limit = static_cast<double>(*st.limit);
-    const double eta = std::max(0.0, (limit - peak) / *st.slope);
+    const double peak = std::max(st.trend->peak, st.window.current()->max);
+    const double eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
     if (eta >= seconds(s_.horizon)) return Decision::none();
-    Decision d = s_.scope.decide(reason(st, peak, eta), 0);
+    Decision d;
+    d.action = s_.action;
+    d.reason = reason(st, peak, eta);
     d.predicted_s = eta;
     return d;
   }
 
  private:
-  struct Bucket {
-    int64_t k;  // floor(t / bucket width)
-    double min, max, sum;
-    double tsum;  // of the samples' times: the mean is at tsum / n
-    uint32_t n;
+  struct Trend {
+    double slope;    // bytes per second, > 0
+    double covered;  // seconds of window behind it
+    double peak;     // the highest value of the closed buckets an envelope span back
   };
   struct State final : PolicyState {
+    explicit State(double width) : window(width, kBuckets) {}
     TimePoint started;
     std::optional<uint64_t> limit;
     std::string origin;
-    std::deque<Bucket> buckets;
-    std::optional<double> slope;  // bytes per second, as last estimated
-    double covered = 0;           // seconds of window behind that estimate
-    std::vector<Point> points, half;
+    BucketWindow window;
+    std::optional<Trend> trend;  // as of the last closed bucket
+    // Scratch space reused by every estimate.
+    std::vector<Bucket> closed;
+    std::vector<Point> points, lower, upper;
     std::vector<double> scratch;
   };
 
-  int64_t envelope_span(double w) const {
-    return std::max<int64_t>(1, std::llround(seconds(s_.window) * kEnvelopeSpan / w));
+  // Estimates the trend again from the closed buckets.
+  void estimate(State& st) const {
+    st.trend.reset();
+    st.window.closed(st.closed);
+    if (st.closed.empty()) return;
+    const int64_t newest = st.window.current()->index;
+    const double covered =
+        static_cast<double>(newest - st.closed.front().index) * st.window.width();
+    // The envelopes need a third of the window behind each of their points:
+    // with two thirds of it, they cover the last third.
+    if (covered < seconds(s_.window) * 2 / 3) return;
+    auto slope = s_.least_squares ? least_squares_slope(st) : robust_slope(st);
+    if (!slope || *slope < s_.min_slope) return;
+    double peak = 0;
+    for (const Bucket& b : st.closed)
+      if (b.index > newest - kEnvelopeBuckets) peak = std::max(peak, b.max);
+    st.trend = Trend{*slope, covered, peak};
   }
 
-  // Re-estimates the slope from the closed buckets (those before `k`).
-  void estimate(State& st, int64_t k, double w) const {
-    st.slope.reset();
-    const int64_t first = st.buckets.front().k;
-    st.covered = static_cast<double>(k - first) * w;
-    if (st.covered < seconds(s_.window) / 2) return;
-    std::optional<double> slope =
-        s_.least_squares ? least_squares_slope(st, k) : robust_slope(st, k, w);
-    if (slope && *slope >= s_.min_slope) st.slope = slope;
-  }
-
-  std::optional<double> least_squares_slope(State& st, int64_t k) const {
+  std::optional<double> least_squares_slope(State& st) const {
     st.points.clear();
-    for (const Bucket& b : st.buckets)
-      if (b.k < k) st.points.push_back({b.tsum / b.n, b.sum / b.n});
+    for (const Bucket& b : st.closed) st.points.push_back({b.mean_t(), b.mean()});
     auto all = least_squares(st.points);
     if (!all) return std::nullopt;
-    double mid = (st.points.front().t + st.points.back().t) / 2;
-    st.half.clear();
-    for (const Point& p : st.points)
-      if (p.t >= mid) st.half.push_back(p);
-    auto recent = least_squares(st.half);
+    const double mid = (st.points.front().t + st.points.back().t) / 2;
+    auto half = std::find_if(st.points.begin(), st.points.end(),
+                             [&](const Point& p) { return p.t >= mid; });
+    auto recent = least_squares(std::span(half, st.points.end()));
     return std::max(*all, recent.value_or(*all));
   }
 
-  std::optional<double> robust_slope(State& st, int64_t k, double w) const {
-    const int64_t span = envelope_span(w);
-    const int64_t first = st.buckets.front().k;
+  std::optional<double> robust_slope(State& st) const {
+    const double w = st.window.width();
+    // Points at their bucket's end, so that a span of n buckets holds n
+    // points; half a bucket of slack keeps the n+1-th out whatever rounding.
     st.points.clear();
-    for (size_t i = 0; i < st.buckets.size() && st.buckets[i].k < k; ++i) {
-      const Bucket& x = st.buckets[i];
-      if (x.k - first < span - 1) continue;
-      double lo = x.min;
-      for (size_t j = i; j-- > 0 && st.buckets[j].k > x.k - span;)
-        lo = std::min(lo, st.buckets[j].min);
-      st.points.push_back({static_cast<double>(x.k) * w, lo});
-    }
-    if (st.points.size() < 4) return std::nullopt;
-    auto all = theil_sen(st.points, st.scratch);
-    if (!all || *all < s_.min_slope) return std::nullopt;
-    // Growth throughout: each half rises by a fair share of the slope.
-    double mid = (st.points.front().t + st.points.back().t) / 2;
-    const Point* first_half_end = nullptr;
-    st.half.clear();
-    for (const Point& p : st.points) {
-      if (p.t <= mid) first_half_end = &p;
-      if (p.t >= mid) st.half.push_back(p);
-    }
-    const Point& a = st.points.front();
-    const Point& b = *first_half_end;
-    const Point& c = st.half.front();
-    const Point& d = st.half.back();
-    bool rises = b.v - a.v > 0 && d.v - c.v > 0 && b.v - a.v >= kHalfRise * *all * (b.t - a.t) &&
-                 d.v - c.v >= kHalfRise * *all * (d.t - c.t);
-    if (!rises) return std::nullopt;
-    // Growth it is; how fast now: the bucket means of the last third, so that
-    // acceleration shows before the envelope (which lags) catches up.
-    st.half.clear();
-    for (const Bucket& r : st.buckets)
-      if (r.k < k && r.k >= k - span) st.half.push_back({r.tsum / r.n, r.sum / r.n});
-    auto recent = theil_sen(st.half, st.scratch);
-    return std::max(*all, recent.value_or(*all));
+    for (const Bucket& b : st.closed)
+      st.points.push_back({static_cast<double>(b.index + 1) * w, 0});
+    // Only where the span lies wholly within the window.
+    const int64_t first = st.closed.front().index;
+    auto whole_span = [&](const Bucket& b) { return b.index - first >= kEnvelopeBuckets - 1; };
+    const auto skip =
+        std::find_if(st.closed.begin(), st.closed.end(), whole_span) - st.closed.begin();
+    auto envelope = [&](auto fold, double Bucket::*of, std::vector<Point>& out) {
+      for (size_t i = 0; i < st.closed.size(); ++i) st.points[i].v = st.closed[i].*of;
+      fold(st.points, (static_cast<double>(kEnvelopeBuckets) - 0.5) * w, out);
+      out.erase(out.begin(), out.begin() + skip);
+    };
+    envelope(lower_envelope, &Bucket::min, st.lower);
+    envelope(upper_envelope, &Bucket::max, st.upper);
+    if (st.lower.size() < 4) return std::nullopt;
+
+    // Neighbours share all but one bucket of their span: every other point,
+    // ending with the newest, tells as much for a quarter of the pairs.
+    st.points.clear();
+    for (size_t i = (st.lower.size() + 1) % 2; i < st.lower.size(); i += 2)
+      st.points.push_back(st.lower[i]);
+    auto slope = theil_sen(st.points, st.scratch);
+    if (!slope || *slope < s_.min_slope) return std::nullopt;
+    const double whole = *rise(st.lower);
+    const double span = st.lower.back().t - st.lower.front().t;
+    const double jump = largest_jump(st.lower, std::max(w, span / 8) + w / 2);
+    if (whole <= 0 || jump > kMaxJumpShare * whole) return std::nullopt;
+    const double mid = st.lower.front().t + span / 2;
+    auto recent = [&](const std::vector<Point>& e) {
+      auto from = std::find_if(e.begin(), e.end(), [&](const Point& p) { return p.t >= mid; });
+      return std::span(from, e.end());
+    };
+    auto rises = [&](std::span<const Point> half, double share) {
+      return *rise(half) >= share * *slope * (half.back().t - half.front().t);
+    };
+    if (!rises(recent(st.lower), kLowerRecentShare) || !rises(recent(st.upper), kUpperRecentShare))
+      return std::nullopt;
+    // How fast now: the upper envelope ignores a sawtooth but not a spike
+    // (which it holds for a third of the window), the bucket means the other
+    // way round; the smaller of the two is free of both.
+    st.points.clear();
+    for (const Bucket& b : st.closed)
+      if (double end = static_cast<double>(b.index + 1) * w; end >= mid)
+        st.points.push_back({end, b.mean()});
+    auto peaks = theil_sen(recent(st.upper), st.scratch);
+    auto means = theil_sen(st.points, st.scratch);
+    double now = std::min(peaks.value_or(*slope), means.value_or(*slope));
+    return std::max(*slope, std::min(now, kAcceleration * *slope));
   }
 
   // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m < horizon 20m"
   std::string reason(const State& st, double peak, double eta) const {
-    // Whole seconds, or tenths below a minute: "16m", "4.2s".
-    auto whole = [](double s) {
-      int64_t unit = s >= 60 ? 1000 : 100;
-      return Duration(std::llround(s * 1000 / static_cast<double>(unit)) * unit);
-    };
+    auto whole_seconds = [](double s) { return Duration(std::llround(s) * 1000); };
     return std::string(to_string(s_.metric)) + " +" +
-           format_size(static_cast<uint64_t>(*st.slope * 60)) + "/min over " +
-           format_duration(whole(st.covered)) + ", " + format_size(static_cast<uint64_t>(peak)) +
-           " of " + format_size(*st.limit) + st.origin + ", limit in " +
-           format_duration(whole(eta)) + " < horizon " + format_duration(s_.horizon);
+           format_size(static_cast<uint64_t>(std::llround(st.trend->slope * 60))) + "/min over " +
+           format_duration(whole_seconds(st.trend->covered)) + ", " +
+           format_size(static_cast<uint64_t>(peak)) + " of " + format_size(*st.limit) + st.origin +
+           ", limit in " + format_duration(whole_seconds(eta)) + " < horizon " +
+           format_duration(s_.horizon);
   }
 
   Settings s_;

@@ -1,8 +1,38 @@
 #include "policies/trend.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 namespace recycler::policies {
+namespace {
+
+// The median of `values`, reordering them; they are not empty.
+double median(std::span<double> values) {
+  size_t n = values.size();
+  auto mid = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  double upper = *mid;
+  if (n % 2 == 1) return upper;
+  return (*std::max_element(values.begin(), mid) + upper) / 2;
+}
+
+// The running extreme by a monotonic queue of candidates (indexes into
+// `points`, their values in `better` order): O(n) whatever the span.
+template <typename Better>
+void envelope(std::span<const Point> points, double span, std::vector<Point>& out, Better better) {
+  out.clear();
+  std::vector<size_t> queue(points.size());  // [head, tail)
+  size_t head = 0, tail = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    while (tail > head && !better(points[queue[tail - 1]].v, points[i].v)) --tail;
+    queue[tail++] = i;
+    while (points[i].t - points[queue[head]].t >= span) ++head;
+    out.push_back({points[i].t, points[queue[head]].v});
+  }
+}
+
+}  // namespace
 
 std::optional<double> theil_sen(std::span<const Point> points, std::vector<double>& scratch) {
   scratch.clear();
@@ -12,13 +42,7 @@ std::optional<double> theil_sen(std::span<const Point> points, std::vector<doubl
       if (dt != 0) scratch.push_back((points[j].v - points[i].v) / dt);
     }
   if (scratch.empty()) return std::nullopt;
-  size_t n = scratch.size();
-  auto mid = scratch.begin() + static_cast<std::ptrdiff_t>(n / 2);
-  std::nth_element(scratch.begin(), mid, scratch.end());
-  double upper = *mid;
-  if (n % 2 == 1) return upper;
-  double lower = *std::max_element(scratch.begin(), mid);
-  return (lower + upper) / 2;
+  return median(scratch);
 }
 
 std::optional<double> theil_sen(std::span<const Point> points) {
@@ -42,6 +66,81 @@ std::optional<double> least_squares(std::span<const Point> points) {
   }
   if (sxx == 0) return std::nullopt;
   return sxy / sxx;
+}
+
+std::optional<double> rise(std::span<const Point> points) {
+  if (points.empty()) return std::nullopt;
+  const size_t quarter = std::max<size_t>(1, points.size() / 4);
+  // A quarter of the leak policy's envelope fits on the stack.
+  constexpr size_t kOnStack = 32;
+  std::array<double, 2 * kOnStack> stack;
+  std::vector<double> heap;
+  std::span<double> values(stack);
+  if (quarter > kOnStack) {
+    heap.resize(2 * quarter);
+    values = heap;
+  }
+  auto head = values.first(quarter), tail = values.subspan(quarter, quarter);
+  for (size_t i = 0; i < quarter; ++i) {
+    head[i] = points[i].v;
+    tail[i] = points[points.size() - quarter + i].v;
+  }
+  return median(tail) - median(head);
+}
+
+double largest_jump(std::span<const Point> points, double span) {
+  double jump = 0;
+  size_t from = 0;
+  for (size_t j = 0; j < points.size(); ++j) {
+    while (points[j].t - points[from].t > span) ++from;
+    for (size_t i = from; i < j; ++i) jump = std::max(jump, points[j].v - points[i].v);
+  }
+  return jump;
+}
+
+void lower_envelope(std::span<const Point> points, double span, std::vector<Point>& out) {
+  envelope(points, span, out, [](double a, double b) { return a < b; });
+}
+
+void upper_envelope(std::span<const Point> points, double span, std::vector<Point>& out) {
+  envelope(points, span, out, [](double a, double b) { return a > b; });
+}
+
+BucketWindow::BucketWindow(double width, size_t closed) : width_(width), slots_(closed + 1) {}
+
+BucketWindow::Bucket& BucketWindow::slot(int64_t index) {
+  return slots_[static_cast<size_t>(index) % slots_.size()];
+}
+
+const BucketWindow::Bucket& BucketWindow::slot(int64_t index) const {
+  return slots_[static_cast<size_t>(index) % slots_.size()];
+}
+
+bool BucketWindow::add(double t, double v) {
+  const auto index = static_cast<int64_t>(std::floor(t / width_));
+  const auto span = static_cast<int64_t>(slots_.size());
+  if (index < 0 || (newest_ >= 0 && index <= newest_ - span)) return false;
+  bool opened = index > newest_;
+  if (opened) newest_ = index;
+  Bucket& b = slot(index);
+  if (b.index != index) b = Bucket{index, v, v, 0, 0, 0};  // unused, or a bucket that left
+  b.min = std::min(b.min, v);
+  b.max = std::max(b.max, v);
+  b.sum += v;
+  b.t_sum += t;
+  ++b.samples;
+  return opened;
+}
+
+void BucketWindow::closed(std::vector<Bucket>& out) const {
+  out.clear();
+  const auto span = static_cast<int64_t>(slots_.size());
+  for (int64_t k = std::max<int64_t>(0, newest_ - span + 1); k < newest_; ++k)
+    if (slot(k).index == k) out.push_back(slot(k));
+}
+
+const BucketWindow::Bucket* BucketWindow::current() const {
+  return newest_ < 0 ? nullptr : &slot(newest_);
 }
 
 }  // namespace recycler::policies

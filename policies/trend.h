@@ -1,10 +1,14 @@
-// Slopes of a series of points (t in seconds, value), for the leak policy:
-// Theil–Sen (the median of the slopes between every pair of points), which
-// up to ~29% of wild points cannot move, and plain least squares, the naive
-// baseline it is compared with. Both take points in any order and spacing
-// (gaps are fine); pairs at the same t are skipped.
+// Trend estimation over a series of points (t in seconds, value), for the
+// leak policy: the slope estimators it chooses from, Theil–Sen (the median of
+// the slopes between every pair of points, which up to ~29% of wild points
+// cannot move) and plain least squares (the naive baseline), and the helpers
+// that keep its estimate honest on the shapes of healthy memory use: sawtooth
+// cycles, one-off steps, spikes. Pure functions. Gaps and irregular spacing
+// are fine everywhere; pairs of points at the same t carry no slope.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -12,17 +16,78 @@
 namespace recycler::policies {
 
 struct Point {
-  double t = 0;
+  double t = 0;  // seconds
   double v = 0;
 };
 
-// Median pairwise slope; nullopt with fewer than two distinct times.
-// O(n^2) in time: downsample first (the leak policy keeps at most 64 points).
-// `scratch` is reused between calls so that a steady caller allocates nothing.
+// Median pairwise slope, points in any order; nullopt with fewer than two
+// distinct times. O(n^2) in time and memory: downsample first (the leak
+// policy keeps at most 64 points). `scratch` is reused between calls so that
+// a steady caller allocates nothing.
 std::optional<double> theil_sen(std::span<const Point> points, std::vector<double>& scratch);
 std::optional<double> theil_sen(std::span<const Point> points);
 
-// Ordinary least-squares slope; nullopt with fewer than two distinct times.
+// Ordinary least-squares slope, points in any order; nullopt with fewer than
+// two distinct times.
 std::optional<double> least_squares(std::span<const Point> points);
+
+// How much a series (in time order) rose from its start to its end: the
+// median of its last quarter minus the median of its first (a quarter is at
+// least one point), so that a stray point at either end does not decide it.
+// nullopt when empty.
+std::optional<double> rise(std::span<const Point> points);
+
+// The largest rise within `span` seconds of a series in time order: the
+// greatest v[j] - v[i] over i < j with t[j] - t[i] <= span; 0 when it never
+// rises. A one-off step shows as a jump about as large as the whole rise.
+double largest_jump(std::span<const Point> points, double span);
+
+// The running minimum (lower) or maximum (upper) of a series in time order
+// over a trailing span > 0: for each point, the extreme of the values at times
+// in (t - span, t]. A sawtooth whose period is at most `span` has flat envelopes
+// (its troughs, its peaks); a leak raises both. The lower one lags a rise by
+// `span`; the upper one does not.
+void lower_envelope(std::span<const Point> points, double span, std::vector<Point>& out);
+void upper_envelope(std::span<const Point> points, double span, std::vector<Point>& out);
+
+// A sliding window of samples downsampled into buckets of equal time, each
+// keeping the min, max and mean of its samples: the same bounded memory
+// however long a worker runs and however often it is sampled. Bucket k holds
+// the samples with t in [k * width, (k + 1) * width); the window is the
+// newest bucket (the current one, still filling) and `closed` buckets before
+// it. Buckets without samples (gaps) are simply absent.
+class BucketWindow {
+ public:
+  struct Bucket {
+    int64_t index = -1;  // k; -1: never used
+    double min = 0, max = 0, sum = 0, t_sum = 0;
+    uint64_t samples = 0;
+
+    double mean() const { return sum / static_cast<double>(samples); }
+    double mean_t() const { return t_sum / static_cast<double>(samples); }
+  };
+
+  // `width` > 0 seconds; `closed` > 0 buckets.
+  BucketWindow(double width, size_t closed);
+
+  // Records value `v` at `t` seconds (t >= 0). True when it opened a bucket
+  // newer than any before: the previous current one is closed. A sample older
+  // than the window is dropped.
+  bool add(double t, double v);
+
+  // The closed buckets that hold samples, oldest first, into `out`.
+  void closed(std::vector<Bucket>& out) const;
+  // The newest bucket; nullptr before the first sample.
+  const Bucket* current() const;
+  double width() const { return width_; }
+
+ private:
+  Bucket& slot(int64_t index);
+  const Bucket& slot(int64_t index) const;
+
+  double width_;
+  std::vector<Bucket> slots_;  // closed + 1, by index modulo their number
+  int64_t newest_ = -1;
+};
 
 }  // namespace recycler::policies

@@ -16,7 +16,7 @@ using ::testing::IsEmpty;
 struct Reader {
   explicit Reader(const std::string& yaml)
       : node(yaml.empty() ? YAML::Node() : YAML::Load(yaml)),
-        args(node, sink, {"limit", "for", "scope", "signal", "metric"}) {}
+        args(node, sink, {"limit", "for", "scope", "signal", "metric", "action", "min_slope"}) {}
   YAML::Node node;
   CapturingSink sink;
   Args args;
@@ -83,7 +83,8 @@ TEST(PolicyArgs, UnknownKeySuggestsTheClosestKnownOne) {
 TEST(PolicyArgs, UnknownKeyFarFromAnyListsTheKnownOnes) {
   Reader r("{colour: red}");
   EXPECT_THAT(r.sink.messages(),
-              ElementsAre("unknown key \"colour\"; expected limit, for, scope, signal or metric"));
+              ElementsAre("unknown key \"colour\"; expected limit, for, scope, signal, metric, "
+                          "action or min_slope"));
 }
 
 TEST(PolicyArgs, DuplicateKeyIsReportedAtTheSecondWithTheFirstLine) {
@@ -252,6 +253,47 @@ TEST(PolicyArgs, InvalidSizeLimitCarriesTheParsersReason) {
                           "\"600MiB\" or a byte count"));
 }
 
+TEST(PolicyArgs, RatesAreASizePerSecondMinuteOrHour) {
+  EXPECT_EQ(parse_rate("1MiB/min"), 1048576.0 / 60);
+  EXPECT_EQ(parse_rate("1MiB/m"), 1048576.0 / 60);
+  EXPECT_EQ(parse_rate("64KiB/s"), 65536.0);
+  EXPECT_EQ(parse_rate("2GiB/h"), 2147483648.0 / 3600);
+  EXPECT_EQ(parse_rate("1.5M/min"), 1572864.0 / 60);
+  EXPECT_EQ(parse_rate("0B/s"), 0.0) << "zero is a rate; whether it may be is the key's business";
+}
+
+TEST(PolicyArgs, MalformedRatesSayWhy) {
+  std::string why;
+  EXPECT_EQ(parse_rate("1MiB", &why), std::nullopt);
+  EXPECT_EQ(why, "expected a size per s, min or h, e.g. \"1MiB/min\"");
+  EXPECT_EQ(parse_rate("1MiB/day", &why), std::nullopt);
+  EXPECT_EQ(why, "unknown time unit \"day\"; use s, min or h");
+  EXPECT_EQ(parse_rate("1MB/s", &why), std::nullopt);
+  EXPECT_EQ(why, "decimal units are ambiguous; use \"1MiB\" or a byte count");
+  EXPECT_EQ(parse_rate("/min", &why), std::nullopt);
+  EXPECT_FALSE(why.empty());
+}
+
+TEST(PolicyArgs, RateIsReadInBytesPerSecond) {
+  Reader r("{min_slope: 6MiB/min}");
+  EXPECT_EQ(r.args.rate("min_slope"), 6.0 * 1048576 / 60);
+  EXPECT_TRUE(r.args.ok());
+}
+
+TEST(PolicyArgs, BadRateIsReportedWithTheWholeText) {
+  Reader r("{min_slope: 12XB/s}");
+  EXPECT_EQ(r.args.rate("min_slope"), std::nullopt);
+  EXPECT_THAT(r.sink.messages(),
+              ElementsAre("min_slope: invalid rate \"12XB/s\": unknown unit \"XB\"; use B, K, M, "
+                          "G, T, KiB, MiB, GiB or TiB"));
+}
+
+TEST(PolicyArgs, ZeroRateIsReported) {
+  Reader r("{min_slope: 0MiB/min}");
+  EXPECT_EQ(r.args.rate("min_slope"), std::nullopt);
+  EXPECT_THAT(r.sink.messages(), ElementsAre("min_slope must be greater than 0"));
+}
+
 TEST(PolicyArgs, ErrorAtAKeyIsPlacedAtItsValue) {
   Reader r("limit: 1\nscope:   worker\n");
   r.args.error("scope", "scope: no");
@@ -295,6 +337,46 @@ TEST(PolicyScope, BadScopeIsReportedOnceNotAgainForItsSignal) {
   read_scope(r.args);
   EXPECT_THAT(r.sink.messages(),
               ElementsAre("scope: invalid value \"pid\"; expected worker or process"));
+}
+
+TEST(PolicyScope, ActionDefaultsToRestart) {
+  Reader r("{limit: 1}");
+  Scope scope = read_scope(r.args);
+  read_action(r.args, scope);
+  EXPECT_EQ(scope.action, Decision::Action::Restart);
+  EXPECT_TRUE(r.args.ok());
+}
+
+TEST(PolicyScope, ActionCheckpointIsRead) {
+  Reader r("{action: checkpoint}");
+  Scope scope = read_scope(r.args);
+  read_action(r.args, scope);
+  EXPECT_EQ(scope.action, Decision::Action::Checkpoint);
+}
+
+TEST(PolicyScope, CheckpointWithProcessScopeIsAnError) {
+  Reader r("{scope: process, action: checkpoint}");
+  Scope scope = read_scope(r.args);
+  read_action(r.args, scope);
+  EXPECT_THAT(r.sink.messages(), ElementsAre("action: checkpoint applies to the whole worker; "
+                                             "scope: process signals one process"));
+}
+
+TEST(PolicyScope, UnknownActionListsTheChoices) {
+  Reader r("{action: pause}");
+  Scope scope;
+  read_action(r.args, scope);
+  EXPECT_THAT(r.sink.messages(),
+              ElementsAre("action: invalid value \"pause\"; expected restart or checkpoint"));
+  EXPECT_EQ(scope.action, Decision::Action::Restart);
+}
+
+TEST(PolicyScope, WorkerScopeDecidesItsAction) {
+  Scope scope;
+  scope.action = Decision::Action::Checkpoint;
+  Decision d = scope.decide("why", 42);
+  EXPECT_EQ(d.action, Decision::Action::Checkpoint);
+  EXPECT_EQ(d.pid, 0);
 }
 
 TEST(PolicyScope, WorkerScopeDecidesARestart) {

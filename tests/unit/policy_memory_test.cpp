@@ -321,6 +321,53 @@ TEST_F(MemoryPolicy, NoFastThresholdWithFor) {
   EXPECT_EQ(make("memory", "{limit: 1GiB, for: 5s}")->fast_threshold(worker), std::nullopt);
 }
 
+TEST_F(MemoryPolicy, CheckpointActionAsksTheWorkerToCheckpointFirst) {
+  auto policy = make("memory", "{limit: 300MiB, action: checkpoint}");
+  Watch watch(*policy, worker);
+  Decision d = watch(anon(301_MiB));
+  EXPECT_EQ(d.action, Decision::Action::Checkpoint);
+  EXPECT_EQ(d.reason, "anon 301 MiB > 300 MiB");
+}
+
+TEST_F(MemoryPolicy, RestartActionIsTheDefault) {
+  auto policy = make("memory", "{limit: 300MiB, action: restart}");
+  Watch watch(*policy, worker);
+  EXPECT_EQ(watch(anon(301_MiB)).action, Decision::Action::Restart);
+}
+
+TEST_F(MemoryPolicy, CheckpointWithProcessScopeIsRejected) {
+  EXPECT_THAT(errors_of("memory", "{limit: 1GiB, scope: process, action: checkpoint}"),
+              ElementsAre("action: checkpoint applies to the whole worker; scope: process "
+                          "signals one process"));
+}
+
+TEST_F(MemoryPolicy, UnknownActionIsRejected) {
+  EXPECT_THAT(errors_of("memory", "{limit: 1GiB, action: kill}"),
+              ElementsAre("action: invalid value \"kill\"; expected restart or checkpoint"));
+}
+
+TEST_F(MemoryPolicy, DeviceMetricReadsTheBytesTheWorkerReports) {
+  auto policy = make("memory", "{metric: device, limit: 28GiB}");
+  EXPECT_EQ(policy->needs(), policies::kNeedsDevice);
+  Watch watch(*policy, worker);
+  Sample s = anon(1_GiB);
+  s.device = 28_GiB;
+  EXPECT_FALSE(watch(s));
+  s.device = 29_GiB;
+  EXPECT_EQ(watch(s).reason, "device 29 GiB > 28 GiB");
+}
+
+TEST_F(MemoryPolicy, DeviceMetricHasNoFastThreshold) {
+  // The cgroup's current says nothing about accelerator memory.
+  EXPECT_EQ(make("memory", "{metric: device, limit: 1GiB}")->fast_threshold(worker), std::nullopt);
+}
+
+TEST_F(MemoryPolicy, DeviceMetricIsForTheWholeWorker) {
+  EXPECT_THAT(errors_of("memory", "{metric: device, limit: 1GiB, scope: process}"),
+              ElementsAre("metric: device is measured for the whole worker; scope: process "
+                          "takes rss, pss or uss"));
+}
+
 TEST_F(MemoryPolicy, LimitIsRequired) {
   EXPECT_THAT(errors_of("memory", ""), ElementsAre("missing required key \"limit\""));
   EXPECT_THAT(errors_of("memory", "{metric: anon}"), ElementsAre("missing required key \"limit\""));

@@ -1,6 +1,8 @@
-// The slope estimators on exact lines, outliers, gaps and degenerate input.
+// The trend estimators and helpers: exact lines, outliers, gaps, degenerate
+// input; envelopes of sawtooths and steps; the bucketed window.
 #include "policies/trend.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,9 +10,17 @@
 namespace recycler::policies {
 namespace {
 
+using ::testing::ElementsAre;
+
 std::vector<Point> line(double slope, double intercept, int n, double dt = 10) {
   std::vector<Point> out;
   for (int i = 0; i < n; ++i) out.push_back({i * dt, intercept + slope * i * dt});
+  return out;
+}
+
+std::vector<double> values(const std::vector<Point>& points) {
+  std::vector<double> out;
+  for (const Point& p : points) out.push_back(p.v);
   return out;
 }
 
@@ -20,12 +30,19 @@ TEST(Trend, BothRecoverAnExactLine) {
   EXPECT_NEAR(*least_squares(pts), 3.5, 1e-9);
 }
 
-TEST(Trend, TheilSenIgnoresAQuarterOfWildPointsLeastSquaresDoesNot) {
-  auto pts = line(2.0, 0, 40);
-  // Every fourth point is a spike of +5000 (a short allocation burst).
-  for (size_t i = 3; i < pts.size(); i += 4) pts[i].v += 5000;
-  EXPECT_NEAR(*theil_sen(pts), 2.0, 0.05);
-  EXPECT_GT(std::abs(*least_squares(pts) - 2.0), 0.1) << "the baseline is pulled by the spikes";
+TEST(Trend, TheilSenIgnoresAlmostThirtyPercentOfWildPointsLeastSquaresDoesNot) {
+  auto pts = line(2.0, 0, 70);
+  // Two points in every seven (28.6%) are wild, and wilder as time goes on.
+  for (size_t i = 0; i < pts.size(); ++i)
+    if (i % 7 == 2 || i % 7 == 5) pts[i].v += 5000 + 100.0 * static_cast<double>(i);
+  EXPECT_NEAR(*theil_sen(pts), 2.0, 1e-9);
+  EXPECT_GT(std::abs(*least_squares(pts) - 2.0), 1) << "the baseline is pulled by the spikes";
+}
+
+TEST(Trend, TheilSenIgnoresOutliersOnBothSides) {
+  auto pts = line(-1.0, 1000, 60);
+  for (size_t i = 0; i < pts.size(); i += 5) pts[i].v += i % 2 == 0 ? 800 : -800;
+  EXPECT_NEAR(*theil_sen(pts), -1.0, 0.05);
 }
 
 TEST(Trend, GapsAndIrregularSpacingDoNotBiasTheSlope) {
@@ -37,16 +54,16 @@ TEST(Trend, GapsAndIrregularSpacingDoNotBiasTheSlope) {
 }
 
 TEST(Trend, OrderDoesNotMatterAndPairsAtTheSameTimeAreSkipped) {
-  std::vector<Point> pts{{30, 60}, {0, 0}, {10, 20}, {10, 25}, {20, 40}};
-  auto s = theil_sen(pts);
-  ASSERT_TRUE(s);
-  EXPECT_NEAR(*s, 2.0, 0.3);
+  std::vector<Point> pts{{30, 60}, {0, 0}, {10, 20}, {10, 20}, {20, 40}, {20, 40}};
+  EXPECT_DOUBLE_EQ(*theil_sen(pts), 2.0);
+  EXPECT_NEAR(*least_squares(pts), 2.0, 1e-9);
 }
 
 TEST(Trend, TooFewDistinctTimesGiveNoSlope) {
   EXPECT_FALSE(theil_sen(std::vector<Point>{}));
   EXPECT_FALSE(theil_sen(std::vector<Point>{{5, 1}}));
   EXPECT_FALSE(theil_sen(std::vector<Point>{{5, 1}, {5, 9}}));
+  EXPECT_FALSE(least_squares(std::vector<Point>{}));
   EXPECT_FALSE(least_squares(std::vector<Point>{{5, 1}, {5, 9}}));
 }
 
@@ -54,6 +71,155 @@ TEST(Trend, AConstantSeriesHasSlopeZero) {
   auto pts = line(0, 42, 10);
   EXPECT_DOUBLE_EQ(*theil_sen(pts), 0.0);
   EXPECT_DOUBLE_EQ(*least_squares(pts), 0.0);
+}
+
+TEST(Trend, TheilSenReusesItsScratch) {
+  std::vector<double> scratch;
+  EXPECT_DOUBLE_EQ(*theil_sen(line(1, 0, 20), scratch), 1.0);
+  EXPECT_DOUBLE_EQ(*theil_sen(line(-3, 0, 5), scratch), -3.0) << "the last call's slopes are gone";
+}
+
+TEST(Trend, RiseComparesTheMediansOfTheFirstAndLastQuarters) {
+  // Quarters of two points: medians 1.5 and 10.5.
+  std::vector<Point> pts{{0, 1}, {1, 2}, {2, 5}, {3, 6}, {4, 7}, {5, 8}, {6, 10}, {7, 11}};
+  EXPECT_DOUBLE_EQ(*rise(pts), 9.0);
+}
+
+TEST(Trend, RiseIsNotDecidedByAStrayEndPoint) {
+  auto pts = line(1, 0, 40);
+  pts.back().v = -1000;
+  pts.front().v = 5000;
+  // Each stray moves its quarter's median by one rank, not by its size.
+  EXPECT_DOUBLE_EQ(*rise(pts), 335 - 55);
+}
+
+TEST(Trend, RiseOfOneOrNoPoint) {
+  EXPECT_DOUBLE_EQ(*rise(std::vector<Point>{{3, 7}}), 0.0);
+  EXPECT_FALSE(rise(std::vector<Point>{}));
+}
+
+TEST(Trend, LargestJumpOfAStepIsItsHeight) {
+  std::vector<Point> pts;
+  for (int i = 0; i < 30; ++i) pts.push_back({i * 10.0, i < 15 ? 100.0 : 400.0});
+  EXPECT_DOUBLE_EQ(largest_jump(pts, 20), 300);
+}
+
+TEST(Trend, LargestJumpOfALineIsItsSlopeTimesTheSpan) {
+  EXPECT_DOUBLE_EQ(largest_jump(line(2, 0, 30), 45), 80) << "4 steps of 10 s fit in 45 s";
+  EXPECT_DOUBLE_EQ(largest_jump(line(-2, 0, 30), 45), 0) << "a fall is no jump";
+}
+
+TEST(Trend, LargestJumpCountsTimeNotPoints) {
+  std::vector<Point> pts{{0, 0}, {100, 50}, {101, 51}, {300, 60}};
+  EXPECT_DOUBLE_EQ(largest_jump(pts, 10), 1);
+  EXPECT_DOUBLE_EQ(largest_jump(pts, 100), 50) << "0 to 101 is more than 100 s";
+}
+
+TEST(Trend, EnvelopesOfASawtoothAreItsTroughsAndPeaks) {
+  // Period 40 s, sampled every 10 s: 0, 10, 20, 30, 0, 10, ...
+  std::vector<Point> pts;
+  for (int i = 0; i < 24; ++i) pts.push_back({i * 10.0, (i % 4) * 10.0});
+  std::vector<Point> lower, upper;
+  lower_envelope(pts, 40, lower);
+  upper_envelope(pts, 40, upper);
+  ASSERT_EQ(lower.size(), pts.size());
+  for (size_t i = 3; i < pts.size(); ++i) {
+    EXPECT_EQ(lower[i].v, 0) << "at " << lower[i].t;
+    EXPECT_EQ(upper[i].v, 30) << "at " << upper[i].t;
+    EXPECT_EQ(lower[i].t, pts[i].t);
+  }
+}
+
+TEST(Trend, TheLowerEnvelopeOfARiseLagsByTheSpan) {
+  std::vector<Point> lower, upper;
+  lower_envelope(line(1, 0, 6), 25, lower);
+  upper_envelope(line(1, 0, 6), 25, upper);
+  EXPECT_THAT(values(lower), ElementsAre(0, 0, 0, 10, 20, 30)) << "(t - 25, t]: 3 points";
+  EXPECT_THAT(values(upper), ElementsAre(0, 10, 20, 30, 40, 50));
+}
+
+TEST(Trend, EnvelopesSpanTimeNotPoints) {
+  std::vector<Point> pts{{0, 5}, {1, 1}, {2, 9}, {100, 7}, {101, 8}};
+  std::vector<Point> lower;
+  lower_envelope(pts, 10, lower);
+  EXPECT_THAT(values(lower), ElementsAre(5, 1, 1, 7, 7)) << "the gap empties the span";
+}
+
+TEST(BucketWindow, KeepsMinMaxAndMeanPerBucket) {
+  BucketWindow w(10, 4);
+  EXPECT_EQ(w.current(), nullptr);
+  EXPECT_TRUE(w.add(1, 5));
+  EXPECT_FALSE(w.add(4, 9));
+  EXPECT_FALSE(w.add(9.5, 1));
+  const BucketWindow::Bucket* b = w.current();
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->index, 0);
+  EXPECT_EQ(b->min, 1);
+  EXPECT_EQ(b->max, 9);
+  EXPECT_DOUBLE_EQ(b->mean(), 5);
+  EXPECT_DOUBLE_EQ(b->mean_t(), 14.5 / 3);
+  EXPECT_EQ(b->samples, 3u);
+}
+
+TEST(BucketWindow, ANewBucketClosesTheCurrentOne) {
+  BucketWindow w(10, 4);
+  w.add(1, 5);
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  EXPECT_TRUE(closed.empty()) << "the current bucket is still filling";
+  EXPECT_TRUE(w.add(12, 7));
+  w.closed(closed);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].index, 0);
+  EXPECT_EQ(w.current()->index, 1);
+}
+
+TEST(BucketWindow, SlidesKeepingTheLastClosedBuckets) {
+  BucketWindow w(10, 4);
+  for (int t = 0; t < 1000; t += 5) w.add(t, t);
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  std::vector<int64_t> indexes;
+  for (const auto& b : closed) indexes.push_back(b.index);
+  EXPECT_THAT(indexes, ElementsAre(95, 96, 97, 98));
+  EXPECT_EQ(closed.back().min, 980);
+  EXPECT_EQ(closed.back().max, 985);
+}
+
+TEST(BucketWindow, GapsLeaveNoBuckets) {
+  BucketWindow w(10, 8);
+  for (double t : {0.0, 11.0, 55.0, 61.0, 75.0}) w.add(t, t);
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  std::vector<int64_t> indexes;
+  for (const auto& b : closed) indexes.push_back(b.index);
+  EXPECT_THAT(indexes, ElementsAre(0, 1, 5, 6));
+}
+
+TEST(BucketWindow, ALateSampleJoinsItsBucketAndAnOlderOneIsDropped) {
+  BucketWindow w(10, 2);
+  w.add(0, 1);
+  w.add(25, 3);
+  EXPECT_FALSE(w.add(12, 100)) << "bucket 1, within the window";
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(closed[1].max, 100);
+  w.add(41, 4);
+  EXPECT_FALSE(w.add(5, -50)) << "bucket 0 left the window";
+  w.closed(closed);
+  for (const auto& b : closed) EXPECT_NE(b.min, -50);
+}
+
+TEST(BucketWindow, AWindowLongGapForgetsEverything) {
+  BucketWindow w(10, 4);
+  w.add(0, 1);
+  w.add(15, 2);
+  w.add(500, 3);
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  EXPECT_TRUE(closed.empty());
+  EXPECT_EQ(w.current()->min, 3);
 }
 
 }  // namespace
