@@ -129,17 +129,28 @@ class Leak final : public Policy {
     if (!v) return Decision::none();
     const double t = std::chrono::duration<double>(sample.t - st.started).count();
     if (t < seconds(s_.warmup)) return Decision::none();
-    if (st.window.add(t, static_cast<double>(*v))) estimate(st);
-    if (!st.trend) return Decision::none();
+    const bool closed = st.window.add(t, static_cast<double>(*v));
+    if (closed) estimate(st);
+    if (!st.trend) {
+      st.outlook.reset();
+      return Decision::none();
+    }
 
     const double peak = std::max(st.trend->peak, st.window.current()->max);
     const double eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
+    if (closed || !st.outlook) st.outlook = Outlook{st.trend->slope, eta, summary(st, peak, eta)};
+    st.outlook->predicted_s = eta;
     if (eta >= seconds(s_.horizon)) return Decision::none();
     Decision d;
     d.action = s_.action;
-    d.reason = reason(st, peak, eta);
+    d.reason = summary(st, peak, eta) + " < horizon " + format_duration(s_.horizon);
     d.predicted_s = eta;
     return d;
+  }
+
+  const Outlook* outlook(const PolicyState& base) const override {
+    const auto& st = static_cast<const State&>(base);
+    return st.outlook ? &*st.outlook : nullptr;
   }
 
  private:
@@ -154,7 +165,8 @@ class Leak final : public Policy {
     std::optional<uint64_t> limit;
     std::string origin;
     BucketWindow window;
-    std::optional<Trend> trend;  // as of the last closed bucket
+    std::optional<Trend> trend;      // as of the last closed bucket
+    std::optional<Outlook> outlook;  // while there is a trend
     // Scratch space reused by every estimate.
     std::vector<Bucket> closed;
     std::vector<Point> points, lower, upper;
@@ -247,15 +259,14 @@ class Leak final : public Policy {
     return std::max(*slope, std::min(now, kAcceleration * *slope));
   }
 
-  // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m < horizon 20m"
-  std::string reason(const State& st, double peak, double eta) const {
+  // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m"
+  std::string summary(const State& st, double peak, double eta) const {
     auto whole_seconds = [](double s) { return Duration(std::llround(s) * 1000); };
     return std::string(to_string(s_.metric)) + " +" +
            format_size(static_cast<uint64_t>(std::llround(st.trend->slope * 60))) + "/min over " +
            format_duration(whole_seconds(st.trend->covered)) + ", " +
            format_size(static_cast<uint64_t>(peak)) + " of " + format_size(*st.limit) + st.origin +
-           ", limit in " + format_duration(whole_seconds(eta)) + " < horizon " +
-           format_duration(s_.horizon);
+           ", limit in " + format_duration(whole_seconds(eta));
   }
 
   Settings s_;

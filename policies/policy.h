@@ -100,6 +100,17 @@ class PolicyState {
   virtual ~PolicyState() = default;
 };
 
+// What a predicting policy makes of a worker's trend as of its last
+// evaluate(): the leak policy's growth and the time it projects to the limit.
+// The supervisor logs when one appears or goes away; metrics export it.
+struct Outlook {
+  double slope = 0;        // bytes per second, > 0
+  double predicted_s = 0;  // seconds until the limit at that slope, as of the last sample
+  // As of the last estimate (the figures change less often than samples come):
+  // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 1h4m"
+  std::string summary;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -124,6 +135,10 @@ class Policy {
   // Called on every Sample (in time order). Per-process state is created when
   // a pid first appears and forgotten when it is no longer in the Sample.
   virtual Decision evaluate(const Sample& sample, PolicyState& state) const = 0;
+  // The current outlook of a policy that predicts, held in `state` (valid
+  // until the next evaluate); nullptr while it sees no growth to project
+  // (warming up, flat, a sawtooth, a step), and always for the others.
+  virtual const Outlook* outlook(const PolicyState&) const { return nullptr; }
 };
 
 // Where a factory reports what is wrong with its YAML node.

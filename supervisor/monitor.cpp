@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 
@@ -31,6 +32,7 @@ struct ProgramMonitor::Run {
   unsigned generation = 0;
   policies::WorkerContext context;
   std::vector<std::unique_ptr<policies::PolicyState>> states;
+  std::vector<bool> growing;  // per policy: it had an outlook after the last sample
   uint64_t requests = 0;
   std::map<pid_t, uint64_t> pid_requests;
   std::optional<uint64_t> device;
@@ -149,6 +151,7 @@ void ProgramMonitor::begin_run(Slot& slot) {
   run.context.memory_max = program_->limits.memory_max;
   run.context.seed = ctx_.rng();
   for (const policies::Policy* p : policies_) run.states.push_back(p->start(run.context));
+  run.growing.assign(policies_.size(), false);
   run.last.t = ctx_.timers.now();
   slot.run = std::move(run);
 
@@ -267,6 +270,7 @@ void ProgramMonitor::evaluate(Slot& slot, policies::Sample& sample, unsigned onl
   for (size_t i = 0; i < policies_.size(); ++i) {
     if (only_needing && !(policies_[i]->needs() & only_needing)) continue;
     Decision d = policies_[i]->evaluate(sample, *slot.run->states[i]);
+    report_outlook(slot, i);
     if (d) decisions.emplace_back(i, std::move(d));
   }
   auto whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
@@ -282,6 +286,31 @@ void ProgramMonitor::evaluate(Slot& slot, policies::Sample& sample, unsigned onl
     if (!slot.run) return;
     decide(slot, i, std::move(d));
   }
+}
+
+// Logged when a predicting policy starts or stops seeing growth, not on
+// every sample: "train[0] leak: growing: anon +38 MiB/min over 10m, ...".
+void ProgramMonitor::report_outlook(Slot& slot, size_t policy) {
+  Run& run = *slot.run;
+  const policies::Policy& p = *policies_[policy];
+  const policies::Outlook* outlook = p.outlook(*run.states[policy]);
+  if ((outlook != nullptr) == run.growing[policy]) return;
+  run.growing[policy] = outlook != nullptr;
+  const Worker& w = *slot.worker;
+  log::Fields fields{{"program", program_->name},
+                     {"slot", slot.index},
+                     {"generation", run.generation},
+                     {"policy", std::string(p.name())},
+                     {"growing", outlook != nullptr}};
+  if (!outlook) {
+    log::event(Level::Info, "outlook", fmt::format("{} {}: no longer growing", w.name(), p.name()),
+               fields);
+    return;
+  }
+  fields.emplace_back("slope_bytes_per_s", static_cast<uint64_t>(std::llround(outlook->slope)));
+  fields.emplace_back("predicted_s", outlook->predicted_s);
+  log::event(Level::Info, "outlook",
+             fmt::format("{} {}: growing: {}", w.name(), p.name(), outlook->summary), fields);
 }
 
 void ProgramMonitor::decide(Slot& slot, size_t policy, Decision decision) {

@@ -85,6 +85,7 @@ class ProgramMonitor {
   void on_kernel_event(Slot& slot);
   void sample(Slot& slot);
   void evaluate(Slot& slot, policies::Sample& sample, unsigned only_needing);
+  void report_outlook(Slot& slot, size_t policy);
   void count_requests(Slot& slot, pid_t pid, uint64_t n);
   void decide(Slot& slot, size_t policy, policies::Decision decision);
   void carry_out(Slot& slot, size_t policy, const policies::Decision& decision);

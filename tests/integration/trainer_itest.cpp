@@ -66,6 +66,8 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
     stop: {timeout: 5s}
 )"));
   Recycler r({"run", "-c", cfg}, sb);
+  // The growth is logged once, when the policy first sees it, ahead of its decision.
+  ASSERT_TRUE(r.wait_for("train[0] leak: growing: anon +", scaled(60s)));
   ASSERT_TRUE(r.wait_for("train[0] asked to checkpoint: SIGUSR1", scaled(60s)));
   ASSERT_TRUE(r.wait_for("train[0] checkpointed in", scaled(20s)));
   ASSERT_TRUE(r.wait_for("resumed from checkpoint", scaled(20s)));

@@ -16,6 +16,7 @@
 namespace recycler::testing {
 
 using policies::Decision;
+using policies::Outlook;
 using policies::Policy;
 using policies::PolicyState;
 using policies::ProcessSample;
@@ -106,6 +107,7 @@ class Watch {
       : policy_(policy), state_(policy.start(worker)) {}
 
   Decision operator()(const Sample& sample) { return policy_.evaluate(sample, *state_); }
+  const Outlook* outlook() const { return policy_.outlook(*state_); }
 
  private:
   const Policy& policy_;

@@ -21,6 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kMiB = 1 << 20;
 constexpr double kGiB = 1 << 30;
@@ -74,6 +75,9 @@ struct Outcome {
   std::optional<double> fired_at;  // seconds since the start, of the first decision
   Decision decision;
   std::optional<double> crosses_at;  // of the first sample at or over `limit`
+  std::optional<double> growing_at;  // of the first sample with an outlook
+  std::optional<Outlook> outlook;    // that outlook
+  bool growing_at_end = false;       // an outlook after the last sample
   std::optional<double> lead() const {
     if (!fired_at || !crosses_at) return std::nullopt;
     return *crosses_at - *fired_at;
@@ -99,6 +103,11 @@ Outcome run(const Run& r) {
     if (Decision d = watch(s); d && !out.fired_at) {
       out.fired_at = t;
       out.decision = d;
+    }
+    out.growing_at_end = watch.outlook() != nullptr;
+    if (out.growing_at_end && !out.growing_at) {
+      out.growing_at = t;
+      out.outlook = *watch.outlook();
     }
     if (out.fired_at && out.crosses_at) break;
   }
@@ -233,6 +242,50 @@ TEST_F(ExactLine, CheckpointIsTheActionAskedFor) {
   EXPECT_EQ(fire("{horizon: 20m, action: checkpoint}").decision.action,
             Decision::Action::Checkpoint);
   EXPECT_EQ(fire("{horizon: 20m, action: restart}").decision.action, Decision::Action::Restart);
+}
+
+TEST_F(ExactLine, TheOutlookComesWithTheFirstEstimateAheadOfTheDecision) {
+  Outcome o = fire("{horizon: 20m}");
+  ASSERT_TRUE(o.growing_at && o.fired_at && o.outlook);
+  // Two thirds of the 10m window after the 2m warm-up, at a bucket's close.
+  EXPECT_GE(*o.growing_at, 2 * kMinute + 400);
+  EXPECT_LE(*o.growing_at, 2 * kMinute + 400 + 2 * kStep);
+  EXPECT_LT(*o.growing_at, *o.fired_at);
+  EXPECT_NEAR(o.outlook->slope, kSlope, kSlope * 1e-6);
+  // The top of the window is the sample at growing_at.
+  EXPECT_NEAR(o.outlook->predicted_s, 20 * kMinute + 905 - *o.growing_at, 0.01);
+  EXPECT_GT(o.outlook->predicted_s, 20 * kMinute);
+  EXPECT_THAT(o.outlook->summary, ::testing::StartsWith("anon +38 MiB/min over "));
+  EXPECT_THAT(o.outlook->summary, HasSubstr("of 2.7 GiB (90% of 3 GiB), limit in "));
+  EXPECT_THAT(o.outlook->summary, Not(HasSubstr("horizon")));
+  EXPECT_TRUE(o.growing_at_end);
+}
+
+TEST(LeakPolicy, TheOutlookGoesAwayWhenTheGrowthStops) {
+  // 20 MiB/min for an hour (the limit hours away), then an hour flat.
+  Outcome o =
+      run({.yaml = "",
+           .shape = [](double t) { return 1 * kGiB + 20 * kMiB * std::min(t, 3600.0) / 60; },
+           .minutes = 120});
+  EXPECT_FALSE(o.fired_at) << o.decision.reason;
+  ASSERT_TRUE(o.growing_at);
+  EXPECT_LT(*o.growing_at, 3600);
+  EXPECT_FALSE(o.growing_at_end);
+}
+
+TEST(LeakPolicy, NoOutlookDuringTheWarmup) {
+  auto policy = make("leak", "{warmup: 5m}");
+  ASSERT_TRUE(policy);
+  WorkerContext worker = worker_at(FakeClock().now());
+  worker.memory_max = 4_GiB;
+  Watch watch(*policy, worker);
+  for (int i = 0; i < 30; ++i) {
+    Sample s;
+    s.t = at(worker, i * 10.0);
+    s.anon = static_cast<uint64_t>(1 * kGiB + i * 100 * kMiB);
+    EXPECT_FALSE(watch(s));
+    EXPECT_EQ(watch.outlook(), nullptr) << "at " << i * 10 << " s";
+  }
 }
 
 TEST_F(ExactLine, LeastSquaresGivesTheSameFiguresOnALine) {
@@ -385,6 +438,7 @@ TEST(LeakPolicy, AHealthySawtoothDoesNotFire) {
       Outcome o = run({.yaml = "", .shape = saw, .minutes = 180, .step = 5});
       EXPECT_FALSE(o.fired_at) << "period " << period << " s, rising for " << validate
                                << " s: " << o.decision.reason;
+      EXPECT_FALSE(o.growing_at) << "period " << period << " s: " << o.outlook->summary;
     }
 }
 
@@ -400,6 +454,7 @@ TEST(LeakPolicy, AStepThenAPlateauDoesNotFire) {
                        },
                    .minutes = 180});
   EXPECT_FALSE(o.fired_at) << o.decision.reason;
+  EXPECT_FALSE(o.growing_at) << o.outlook->summary;
 }
 
 TEST(LeakPolicy, AWarmupRampThenAPlateauDoesNotFire) {
