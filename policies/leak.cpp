@@ -17,13 +17,14 @@
 //     then a plateau), and still rising in the recent half of both envelopes
 //     (the lower one lags by a third of the window; the upper one stops
 //     rising as soon as a warm-up ramp settles);
-//   - the projection uses the larger of that slope and the current one, over
-//     the recent half of the upper envelope and of the bucket means (neither
-//     lags: an accelerating leak is projected at its current speed), at most
-//     kAcceleration times the first.
+//   - the projection uses the larger of that slope and the current one (at
+//     most kAcceleration times the first): the smaller of the slopes of the
+//     upper envelope and of the bucket means over the recent half, neither of
+//     which lags, so an accelerating leak is projected at its current speed.
 // On every sample, the time to the limit is projected from the recent peak
 // (the top of the sawtooth is what meets the limit first); the policy fires
-// when that is less than `horizon`.
+// when that is less than `horizon`. While there is a trend, outlook() gives
+// the slope and that projection (the supervisor logs when it appears or goes).
 //
 // `estimator: least-squares` replaces all of that with least-squares slopes
 // of the bucket means (whole window and recent half, the larger): the naive
