@@ -139,8 +139,11 @@ class Leak final : public Policy {
 
     const double peak = std::max(st.trend->peak, st.window.current()->max);
     const double eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
-    if (closed || !st.outlook) st.outlook = Outlook{st.trend->slope, eta, summary(st, peak, eta)};
-    st.outlook->predicted_s = eta;
+    // A trend is only ever new on a closed bucket: the outlook is set with it.
+    if (closed)
+      st.outlook = Outlook{st.trend->slope, eta, summary(st, peak, eta)};
+    else
+      st.outlook->predicted_s = eta;
     if (eta >= seconds(s_.horizon)) return Decision::none();
     Decision d;
     d.action = s_.action;

@@ -57,6 +57,23 @@ double startup(double t, double level) {
   return level * (1 - std::exp(-t / 25));
 }
 
+// Flat at 1.2 GiB for 20 min, then a leak whose rate doubles every ~14 min.
+double accelerating(double t) {
+  double x = std::max(0.0, t - 20 * kMinute) / (20 * kMinute);
+  return startup(t, 1.2 * kGiB) + 100 * kMiB * (std::exp(x) - 1);
+}
+
+// A second model loaded at 45 min: +1.3 GiB within 40 s onto 1.6 GiB, then a plateau.
+double second_model(double t) {
+  return startup(t, 1.6 * kGiB) + 1.3 * kGiB * std::clamp((t - 45 * kMinute) / 40, 0.0, 1.0);
+}
+
+// The corpus's epochs (seed 004): 10 minutes whose validation, the last 3.5,
+// takes 700 MiB and frees it, with an 80 MiB GC cycle of 75 s on top.
+double epochs(double t) {
+  return cycle(t, 600, 210, 700 * kMiB) + cycle(t, 75, 75, 80 * kMiB);
+}
+
 TimePoint at(const WorkerContext& worker, double t) {
   return worker.started + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(t));
 }
@@ -330,15 +347,9 @@ TEST(LeakPolicy, ASlowLeakFiresWithHalfTheHorizonToSpare) {
 }
 
 TEST(LeakPolicy, AnAcceleratingLeakFiresWithHalfTheHorizonToSpare) {
-  // Flat, then a leak whose rate doubles every ~14 min.
   Noise noise(3);
   Outcome o = run({.yaml = "",
-                   .shape =
-                       [&](double t) {
-                         double x = std::max(0.0, t - 20 * kMinute) / (20 * kMinute);
-                         return startup(t, 1.2 * kGiB) + 100 * kMiB * (std::exp(x) - 1) +
-                                6 * kMiB * noise();
-                       },
+                   .shape = [&](double t) { return accelerating(t) + 6 * kMiB * noise(); },
                    .minutes = 180});
   ASSERT_TRUE(o.lead());
   EXPECT_GE(*o.lead(), 15 * kMinute / 2);
@@ -443,15 +454,10 @@ TEST(LeakPolicy, AHealthySawtoothDoesNotFire) {
 }
 
 TEST(LeakPolicy, AStepThenAPlateauDoesNotFire) {
-  // A second model loaded at 45 min: +1.3 GiB within 40 s, to 81% of the limit.
+  // To 81% of the limit.
   Noise noise(4);
   Outcome o = run({.yaml = "",
-                   .shape =
-                       [&](double t) {
-                         return startup(t, 1.6 * kGiB) +
-                                1.3 * kGiB * std::clamp((t - 45 * kMinute) / 40, 0.0, 1.0) +
-                                6 * kMiB * noise();
-                       },
+                   .shape = [&](double t) { return second_model(t) + 6 * kMiB * noise(); },
                    .minutes = 180});
   EXPECT_FALSE(o.fired_at) << o.decision.reason;
   EXPECT_FALSE(o.growing_at) << o.outlook->summary;
@@ -514,13 +520,10 @@ TEST(LeakPolicy, AWeekOfPlateauThenALeakStillFiresInTime) {
 
 TEST(LeakPolicyCorpus, A10MinuteEpochSawtoothDoesNotFire) {
   Noise noise(8);
-  Outcome o = run({.yaml = kCorpus,
-                   .shape =
-                       [&](double t) {
-                         return startup(t, 2 * kGiB) + cycle(t, 600, 210, 700 * kMiB) +
-                                cycle(t, 75, 75, 80 * kMiB) + 6 * kMiB * noise();
-                       },
-                   .minutes = 180});
+  Outcome o =
+      run({.yaml = kCorpus,
+           .shape = [&](double t) { return startup(t, 2 * kGiB) + epochs(t) + 6 * kMiB * noise(); },
+           .minutes = 180});
   EXPECT_FALSE(o.fired_at) << o.decision.reason;
 }
 
@@ -530,8 +533,7 @@ TEST(LeakPolicyCorpus, AnEpochSawtoothKeeping100MiBAnEpochFires) {
                    .shape =
                        [&](double t) {
                          return startup(t, 1.5 * kGiB) + 100 * kMiB * std::floor(t / 600) +
-                                cycle(t, 600, 210, 700 * kMiB) + cycle(t, 75, 75, 80 * kMiB) +
-                                6 * kMiB * noise();
+                                epochs(t) + 6 * kMiB * noise();
                        },
                    .minutes = 240});
   ASSERT_TRUE(o.lead());
@@ -542,34 +544,21 @@ TEST(LeakPolicyCorpus, AnEpochSawtoothKeeping100MiBAnEpochFires) {
 TEST(LeakPolicyCorpus, AnAcceleratingLeakFires) {
   Noise noise(10);
   Outcome o = run({.yaml = kCorpus,
-                   .shape =
-                       [&](double t) {
-                         double x = std::max(0.0, t - 20 * kMinute) / (20 * kMinute);
-                         return startup(t, 1.2 * kGiB) + 100 * kMiB * (std::exp(x) - 1) +
-                                6 * kMiB * noise();
-                       },
+                   .shape = [&](double t) { return accelerating(t) + 6 * kMiB * noise(); },
                    .minutes = 180});
   ASSERT_TRUE(o.lead());
   EXPECT_GE(*o.lead(), 20 * kMinute / 2);
 }
 
 TEST(LeakPolicyCorpus, AStepThenAPlateauDoesNotFire) {
-  Outcome o = run({.yaml = kCorpus,
-                   .shape =
-                       [](double t) {
-                         return startup(t, 1.6 * kGiB) +
-                                1.3 * kGiB * std::clamp((t - 45 * kMinute) / 40, 0.0, 1.0);
-                       },
-                   .minutes = 180});
+  Outcome o = run({.yaml = kCorpus, .shape = second_model, .minutes = 180});
   EXPECT_FALSE(o.fired_at) << o.decision.reason;
 }
 
 // --- The least-squares baseline --------------------------------------------------
 
 TEST(LeakPolicy, LeastSquaresTakesAStepForALeak) {
-  Shape step = [](double t) {
-    return startup(t, 1.6 * kGiB) + 1.3 * kGiB * std::clamp((t - 45 * kMinute) / 40, 0.0, 1.0);
-  };
+  Shape step = second_model;
   Outcome naive = run({.yaml = "{estimator: least-squares}", .shape = step, .minutes = 180});
   ASSERT_TRUE(naive.fired_at) << "the baseline sees growth";
   EXPECT_GE(*naive.fired_at, 45 * kMinute);
