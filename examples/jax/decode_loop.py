@@ -80,6 +80,7 @@ def main(argv):
         if asked:
             asked.clear()
             tmp = a.checkpoint + ".tmp"
+            os.makedirs(os.path.dirname(os.path.abspath(tmp)), exist_ok=True)
             with open(tmp, "w") as f:
                 json.dump({"iteration": i + 1}, f)
             os.replace(tmp, a.checkpoint)

@@ -83,6 +83,7 @@ class Trainer:
         state = {"global_step": self.global_step, "loss": self.loss,
                  "generation": self.generation, "saved_at": time.time()}
         tmp = self.args.checkpoint + ".tmp"
+        os.makedirs(os.path.dirname(os.path.abspath(tmp)), exist_ok=True)
         with open(tmp, "w") as f:
             json.dump(state, f)
             f.flush()

@@ -6,39 +6,44 @@
 #include <utility>
 
 #include "supervisor/timeline/trace.h"
+#include "supervisor/util/safe_dir.h"
 
 namespace recycler::timeline {
 namespace {
 
+std::string dir_of(const std::string& path) {
+  return path.substr(0, path.rfind('/'));
+}
+
 // The longest samples row is about 220 bytes: reserved once per writer.
 constexpr size_t kRowCapacity = 512;
 
-// mkdir -p with mode 0755, for relative paths too.
-Status make_dirs(const std::string& dir) {
-  for (size_t end = dir.find('/', 1);; end = dir.find('/', end + 1)) {
-    std::string part = dir.substr(0, end);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return errno_error("mkdir " + part);
-    if (end == std::string::npos) break;
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return errno_error(dir);
-  if (!S_ISDIR(st.st_mode)) return errno_error(dir, ENOTDIR);
-  return Ok{};
-}
+// recycler may run as root in a directory other users can reach: the
+// directory is created owner-only and checked (util/safe_dir.h), its files are
+// opened through its fd and never through a symlink.
+constexpr mode_t kDirMode = 0750;
+constexpr mode_t kFileMode = 0640;
 
 }  // namespace
 
-TimelineWriter::File::File(std::string path, std::string_view header,
+TimelineWriter::File::File(int dirfd, std::string dir, std::string name, std::string_view header,
                            const config::TimelineConfig& config)
-    : path_(std::move(path)), header_(header), max_size_(config.max_size), keep_(config.keep) {}
+    : dirfd_(dirfd),
+      name_(std::move(name)),
+      path_(std::move(dir) + "/" + name_),
+      header_(header),
+      max_size_(config.max_size),
+      keep_(config.keep) {}
 
 Status TimelineWriter::File::open() {
   return reopen(0);
 }
 
 Status TimelineWriter::File::reopen(int extra_flags) {
-  fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | extra_flags, 0644));
-  if (!fd_) return errno_error(path_);
+  auto opened =
+      open_private_file(dirfd_, name_, O_WRONLY | O_CREAT | O_APPEND | extra_flags, kFileMode);
+  if (!opened) return Error{dir_of(path_) + "/" + opened.error().message, opened.error().code};
+  fd_ = std::move(*opened);
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0) {
     Error e = errno_error(path_);
@@ -59,10 +64,10 @@ Status TimelineWriter::File::rotate() {
   fd_.reset();
   if (keep_ == 0) return reopen(O_TRUNC);
   for (unsigned i = keep_; i > 0; --i) {
-    std::string from = i == 1 ? path_ : path_ + "." + std::to_string(i - 1);
-    std::string to = path_ + "." + std::to_string(i);
-    if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT)
-      return errno_error("rename " + from + " to " + to);
+    std::string from = i == 1 ? name_ : name_ + "." + std::to_string(i - 1);
+    std::string to = name_ + "." + std::to_string(i);
+    if (::renameat(dirfd_, from.c_str(), dirfd_, to.c_str()) != 0 && errno != ENOENT)
+      return errno_error("rename " + from + " to " + to + " in " + dir_of(path_));
   }
   return reopen(0);
 }
@@ -113,17 +118,20 @@ Status TimelineWriter::File::append(std::string_view row) {
   return s;
 }
 
-TimelineWriter::TimelineWriter(const config::TimelineConfig& config, const std::string& base)
-    : samples_(base + ".csv", kSamplesHeader, config),
-      events_(base + ".events.csv", kEventsHeader, config),
+TimelineWriter::TimelineWriter(const config::TimelineConfig& config, UniqueFd dir,
+                               const std::string& base)
+    : dir_(std::move(dir)),
+      samples_(dir_.get(), config.dir, base + ".csv", kSamplesHeader, config),
+      events_(dir_.get(), config.dir, base + ".events.csv", kEventsHeader, config),
       started_(policies::Clock::now()) {
   row_.reserve(kRowCapacity);
 }
 
 Result<TimelineWriter> TimelineWriter::create(const config::TimelineConfig& config,
                                               const std::string& program, unsigned slot) {
-  if (Status s = make_dirs(config.dir); !s) return s.error();
-  TimelineWriter w(config, config.dir + "/" + program + "." + std::to_string(slot));
+  auto dir = open_private_dir(config.dir, kDirMode);
+  if (!dir) return dir.error();
+  TimelineWriter w(config, std::move(*dir), program + "." + std::to_string(slot));
   if (Status s = w.samples_.open(); !s) return s.error();
   if (Status s = w.events_.open(); !s) return s.error();
   return w;

@@ -10,7 +10,8 @@
 // It runs on every Sample of every worker, so it stays cheap: both files stay
 // open (O_APPEND), each row is formatted into one reused buffer and written
 // with one write(). A file that would grow past max_size is rotated (FILE to
-// FILE.1, FILE.1 to FILE.2, ..., keeping `keep` old files; keep 0 truncates),
+// FILE.1, FILE.1 to FILE.2, ..., keeping `keep` old files; keep 0 truncates;
+// renames stay inside the directory fd),
 // and so is the samples file at each new run, so that each run's samples start
 // in a fresh file with t from 0. A file continued after a size rotation starts
 // with the header again and t goes on.
@@ -36,8 +37,10 @@ namespace recycler::timeline {
 
 class TimelineWriter {
  public:
-  // Creates DIR (with its parents, mode 0755) when missing and opens both
-  // files, appending to what is there.
+  // Creates DIR (with its parents, mode 0750) when missing and opens both
+  // files (created 0640), appending to what is there. Refuses a directory
+  // or file another user could have planted or could swap (util/safe_dir.h):
+  // the error says which and why.
   static Result<TimelineWriter> create(const config::TimelineConfig& config,
                                        const std::string& program, unsigned slot);
 
@@ -57,7 +60,10 @@ class TimelineWriter {
   // One CSV file with its header, its size as written, and its rotation.
   class File {
    public:
-    File(std::string path, std::string_view header, const config::TimelineConfig& config);
+    // `dirfd` (the writer's, which outlives this File) holds `name`; `dir`
+    // is its path, for messages.
+    File(int dirfd, std::string dir, std::string name, std::string_view header,
+         const config::TimelineConfig& config);
 
     const std::string& path() const { return path_; }
     // Opens the file (creating it with its header when it is new or empty).
@@ -75,6 +81,8 @@ class TimelineWriter {
     Status write(std::string_view data);
     bool has_rows() const { return size_ > header_.size() + 1; }
 
+    int dirfd_;
+    std::string name_;
     std::string path_;
     std::string_view header_;
     uint64_t max_size_;
@@ -84,8 +92,9 @@ class TimelineWriter {
     bool failing_ = false;
   };
 
-  TimelineWriter(const config::TimelineConfig& config, const std::string& base);
+  TimelineWriter(const config::TimelineConfig& config, UniqueFd dir, const std::string& base);
 
+  UniqueFd dir_;  // before the files, which use it
   File samples_;
   File events_;
   unsigned generation_ = 0;

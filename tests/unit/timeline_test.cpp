@@ -281,7 +281,9 @@ TEST_F(Writer, CreatesTheDirectoryWithItsParentsAndBothFilesWithTheirHeaders) {
   ASSERT_EQ(::stat(config.dir.c_str(), &st), 0);
   mode_t umask = ::umask(0);
   ::umask(umask);
-  EXPECT_EQ(st.st_mode & 0777, 0755 & ~umask);
+  EXPECT_EQ(st.st_mode & 0777, 0750 & ~umask);
+  ASSERT_EQ(::stat(file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640 & ~umask);
   EXPECT_EQ(w.samples_path(), file());
   EXPECT_EQ(w.events_path(), config.dir + "/api.2.events.csv");
   EXPECT_THAT(lines_of(w.samples_path()), ElementsAre(std::string(kSamplesHeader)));
@@ -293,7 +295,46 @@ TEST_F(Writer, ADirectoryThatCannotBeMadeIsAnErrorNamingThePath) {
   config.dir = tmp_ + "/plain/timelines";
   auto w = TimelineWriter::create(config, "api", 0);
   ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.error().message, "mkdir " + config.dir + ": Not a directory");
+  EXPECT_EQ(w.error().message, tmp_ + "/plain: Not a directory");
+}
+
+TEST_F(Writer, NeverWritesThroughASymlinkPlantedInItsDirectory) {
+  std::ofstream(tmp_ + "/precious") << "keep me\n";
+  fs::create_directories(config.dir);
+  fs::create_symlink(tmp_ + "/precious", file());
+  auto w = TimelineWriter::create(config, "api", 2);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().message, config.dir + "/api.2.csv: a symlink; refusing to write through it");
+  EXPECT_THAT(lines_of(tmp_ + "/precious"), ElementsAre("keep me"));
+}
+
+TEST_F(Writer, KeepZeroDoesNotTruncateThroughASymlinkPlantedLater) {
+  config.keep = 0;
+  config.max_size = 100;
+  TimelineWriter w = make();
+  ASSERT_TRUE(w.start_run(1, 100, kStarted).ok());
+  // Swapped while recycler runs: the next rotation reopens by name.
+  std::ofstream(tmp_ + "/precious") << "keep me\n";
+  fs::remove(file());
+  fs::create_symlink(tmp_ + "/precious", file());
+  bool failed = false;
+  for (int i = 0; i < 20; ++i) failed |= !w.sample(anon(at(std::chrono::seconds(i)), 1)).ok();
+  EXPECT_TRUE(failed);
+  EXPECT_THAT(lines_of(tmp_ + "/precious"), ElementsAre("keep me"));
+}
+
+TEST_F(Writer, RotatesInsideItsDirectoryEvenWhenThePathNowLeadsElsewhere) {
+  config.max_size = 100;
+  TimelineWriter w = make();
+  ASSERT_TRUE(w.start_run(1, 100, kStarted).ok());
+  // The directory is moved away and a symlink to another one takes its
+  // place: rotation still renames inside the directory it opened.
+  fs::rename(config.dir, tmp_ + "/moved");
+  fs::create_directories(tmp_ + "/elsewhere");
+  fs::create_symlink(tmp_ + "/elsewhere", config.dir);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(w.sample(anon(at(std::chrono::seconds(i)), 1)).ok());
+  EXPECT_TRUE(fs::exists(tmp_ + "/moved/api.2.csv.1"));
+  EXPECT_TRUE(fs::is_empty(tmp_ + "/elsewhere"));
 }
 
 TEST_F(Writer, WhatItWritesReadsBackAsTheSameSamples) {
