@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 
@@ -18,6 +19,15 @@ namespace {
 // One buffer for every pipe: the loop is single-threaded and libuv hands the
 // bytes to the read callback before it allocates again.
 char g_read_buffer[64 * 1024];
+
+// A worker (or what it left behind) that writes without pause must not keep
+// the loop from its timers: each pipe gets at most this much per turn of the
+// loop, then waits for the next turn (the pipe fills and the writer blocks).
+constexpr size_t kReadPerTurn = 16 * 1024;
+// What is still read once the main process is gone: whatever it wrote before
+// it went, but not the endless output of a daemon that kept the pipe. Then
+// the pipe is closed and such a writer gets EPIPE.
+constexpr size_t kFinalDrain = 64 * 1024;
 
 }  // namespace
 
@@ -98,43 +108,72 @@ class ProcessTable::Child final : public Process {
   class Output {
    public:
     Output(Child* owner, log::Stream stream, UniqueFd fd) : owner_(owner), stream_(stream) {
+      uv_loop_t* loop = owner->table_->loop_;
       auto* pipe = new uv_pipe_t;
-      uv_pipe_init(owner->table_->loop_, pipe, 0);
+      uv_pipe_init(loop, pipe, 0);
       pipe->data = this;
       pipe_ = uv::Handle<uv_pipe_t>(pipe);
       if (uv_pipe_open(pipe, fd.get()) == 0) fd.release();  // the pipe owns it now
-      uv_read_start(
-          reinterpret_cast<uv_stream_t*>(pipe),
-          [](uv_handle_t*, size_t, uv_buf_t* buf) {
-            *buf = uv_buf_init(g_read_buffer, sizeof g_read_buffer);
-          },
-          [](uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
-            auto* self = static_cast<Output*>(s->data);
-            if (!self) return;
-            if (n > 0) self->feed(std::string_view(buf->base, static_cast<size_t>(n)));
-            if (n < 0) self->close();  // EOF (every writer is gone) or error
-          });
+      auto* resume = new uv_check_t;
+      uv_check_init(loop, resume);
+      resume->data = this;
+      resume_ = uv::Handle<uv_check_t>(resume);
+      start_reading();
     }
 
-    // Reads what is left without waiting (the fd is non-blocking), then closes.
+    // Reads what is left, at most kFinalDrain bytes and without waiting (the
+    // fd is non-blocking), then closes.
     void drain() {
       if (!pipe_) return;
       uv_os_fd_t fd;
       if (uv_fileno(reinterpret_cast<uv_handle_t*>(pipe_.get()), &fd) == 0) {
+        size_t left = kFinalDrain;
         ssize_t n;
-        while ((n = ::read(fd, g_read_buffer, sizeof g_read_buffer)) > 0)
+        while (left > 0 &&
+               (n = ::read(fd, g_read_buffer, std::min(left, sizeof g_read_buffer))) > 0) {
           feed(std::string_view(g_read_buffer, static_cast<size_t>(n)));
+          left -= static_cast<size_t>(n);
+        }
       }
       close();
     }
 
    private:
+    void start_reading() {
+      this_turn_ = 0;
+      uv_read_start(
+          reinterpret_cast<uv_stream_t*>(pipe_.get()),
+          [](uv_handle_t*, size_t, uv_buf_t* buf) {
+            *buf = uv_buf_init(g_read_buffer, kReadPerTurn);
+          },
+          [](uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+            auto* self = static_cast<Output*>(s->data);
+            if (!self) return;
+            if (n > 0) self->on_data(std::string_view(buf->base, static_cast<size_t>(n)));
+            if (n < 0) self->close();  // EOF (every writer is gone) or error
+          });
+    }
+    void on_data(std::string_view data) {
+      feed(data);
+      this_turn_ += data.size();
+      if (this_turn_ < kReadPerTurn || !pipe_) return;
+      // Enough for this turn: read again after the loop has polled (timers
+      // and other handles first).
+      uv_read_stop(reinterpret_cast<uv_stream_t*>(pipe_.get()));
+      uv_check_start(resume_.get(), [](uv_check_t* h) {
+        auto* self = static_cast<Output*>(h->data);
+        if (!self) return;
+        uv_check_stop(h);
+        if (self->pipe_) self->start_reading();
+      });
+    }
     void feed(std::string_view data) {
       splitter_.feed(data, [this](std::string_view line, bool partial) { emit(line, partial); });
     }
     void close() {
       splitter_.finish([this](std::string_view line, bool partial) { emit(line, partial); });
       pipe_.reset();
+      resume_.reset();
     }
     void emit(std::string_view line, bool partial) {
       log::output(owner_->tag_.program, owner_->tag_.slot, owner_->pid_, stream_, line, partial);
@@ -145,6 +184,8 @@ class ProcessTable::Child final : public Process {
     log::Stream stream_;
     log::LineSplitter splitter_;
     uv::Handle<uv_pipe_t> pipe_;
+    uv::Handle<uv_check_t> resume_;
+    size_t this_turn_ = 0;
   };
 
   ProcessTable* table_;

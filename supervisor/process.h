@@ -1,7 +1,11 @@
 // A started worker process as the lifecycle logic sees it, and the Launcher
 // that starts one. The libuv implementation (ProcessTable) watches exits
 // through a pidfd (SIGCHLD + waitpid as the fallback) and forwards the
-// process's stdout and stderr, line by line, to the log.
+// process's stdout and stderr, line by line, to the log: a bounded amount per
+// turn of the loop, so a worker that floods its output slows only itself.
+// Once the main process has exited and its Process is destroyed, what is left
+// in the pipes is read up to a bound, then the pipes are closed: something
+// the worker left behind that keeps writing gets EPIPE, never the loop.
 #pragma once
 
 #include <sys/types.h>
