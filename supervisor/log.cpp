@@ -2,11 +2,13 @@
 
 #include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+
+#include "supervisor/log_writer.h"
 
 namespace recycler::log {
 namespace {
@@ -17,6 +19,7 @@ struct State {
   Capture capture;                         // instead of stderr, when set
   std::shared_ptr<spdlog::logger> own;     // the recycler's lines
   std::shared_ptr<spdlog::logger> output;  // worker output: never filtered by level
+  std::unique_ptr<LogWriter> writer;       // stderr, never blocking once attached
 };
 
 State& state() {
@@ -60,16 +63,74 @@ class CaptureSink final : public spdlog::sinks::base_sink<spdlog::details::null_
   Capture capture_;
 };
 
-std::shared_ptr<spdlog::logger> make_logger(const char* name, bool color, const Capture& capture) {
+LogWriter& writer() {
+  State& s = state();
+  if (!s.writer) {
+    s.writer = std::make_unique<LogWriter>(STDERR_FILENO);
+    s.writer->on_dropped([](std::string_view text) { message(Level::Warn, text); });
+  }
+  return *s.writer;
+}
+
+// Hands each formatted line to the LogWriter, with the level's colour on a
+// terminal (as spdlog's colour sinks do).
+class StderrSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  StderrSink(LogWriter::Kind kind, bool color) : kind_(kind), color_(color) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    std::string_view text(formatted.data(), formatted.size());
+    if (!color_ || msg.color_range_end <= msg.color_range_start) {
+      writer().write(kind_, text);
+      return;
+    }
+    std::string line;
+    line.reserve(text.size() + 16);
+    line.append(text.substr(0, msg.color_range_start));
+    line.append(color_of(msg.level));
+    line.append(text.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
+    line.append("\033[m");
+    line.append(text.substr(msg.color_range_end));
+    writer().write(kind_, line);
+  }
+  void flush_() override {}
+
+ private:
+  static const char* color_of(spdlog::level::level_enum level) {
+    switch (level) {
+      case spdlog::level::trace:
+        return "\033[37m";
+      case spdlog::level::debug:
+        return "\033[36m";
+      case spdlog::level::info:
+        return "\033[32m";
+      case spdlog::level::warn:
+        return "\033[33m\033[1m";
+      default:
+        return "\033[31m\033[1m";
+    }
+  }
+
+  LogWriter::Kind kind_;
+  bool color_;
+};
+
+bool color_terminal() {
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDERR_FILENO) && term && *term && std::string_view(term) != "dumb";
+}
+
+std::shared_ptr<spdlog::logger> make_logger(const char* name, LogWriter::Kind kind, bool color,
+                                            const Capture& capture) {
   spdlog::sink_ptr sink;
   if (capture)
     sink = std::make_shared<CaptureSink>(capture);
-  else if (color)
-    sink = std::make_shared<spdlog::sinks::stderr_color_sink_st>();
   else
-    sink = std::make_shared<spdlog::sinks::stderr_sink_st>();
+    sink = std::make_shared<StderrSink>(kind, color && color_terminal());
   auto logger = std::make_shared<spdlog::logger>(name, std::move(sink));
-  logger->flush_on(spdlog::level::trace);
   return logger;
 }
 
@@ -190,8 +251,8 @@ void init(Level level, LogFormat format, Capture capture) {
   if (capture) s.capture = std::move(capture);
   if (rebuild) {
     bool color = format == LogFormat::Text && !s.capture;
-    s.own = make_logger("recycler", color, s.capture);
-    s.output = make_logger("output", false, s.capture);
+    s.own = make_logger("recycler", LogWriter::Kind::Own, color, s.capture);
+    s.output = make_logger("output", LogWriter::Kind::Output, false, s.capture);
     if (format == LogFormat::Json) {
       // Our own formatting escapes messages and fields; spdlog adds time and level.
       s.own->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l",%v})");
@@ -203,6 +264,18 @@ void init(Level level, LogFormat format, Capture capture) {
     s.output->set_level(spdlog::level::trace);
   }
   s.own->set_level(to_spdlog(level));
+}
+
+void attach(uv_loop_t* loop) {
+  writer().attach(loop);
+}
+
+void detach(std::chrono::milliseconds timeout) {
+  writer().detach(timeout);
+}
+
+LogWriter::Stats writer_stats() {
+  return writer().stats();
 }
 
 Level level() {
@@ -219,7 +292,9 @@ void event(Level l, std::string_view name, std::string_view msg, const Fields& f
   if (!enabled(l)) return;
   State& s = state();
   if (s.format == LogFormat::Text) {
-    s.own->log(to_spdlog(l), "{}", msg);
+    // Messages carry text from files and workers (a STATUS=, a config key):
+    // no control character reaches the terminal, no line is forged.
+    s.own->log(to_spdlog(l), "{}", text_escape(msg));
     return;
   }
   std::string body = "\"msg\":\"" + json_escape(msg) + '"';

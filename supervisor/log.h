@@ -6,13 +6,18 @@
 //              {{"program", "api"}, {"slot", 0}});
 //   log::output("api", 0, pid, Stream::Stderr, line, /*partial=*/false);
 //
-// Messages are plain text; the JSON formatter escapes them, and worker output
-// is sanitised so binary bytes and control characters cannot break a line.
+// Messages are plain text; both formats escape them (control characters,
+// invalid UTF-8), and worker output alike, so nothing a worker or a file says
+// can break a line or reach the terminal raw. Lines go to stderr through a
+// LogWriter (log_writer.h): once attached to the loop, a slow reader never
+// blocks recycler; worker output is dropped first (and counted) when it
+// falls behind.
 #pragma once
 
 #include <fmt/format.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "supervisor/config/config.h"
+#include "supervisor/log_writer.h"
 
 namespace recycler::log {
 
@@ -55,6 +61,13 @@ using Capture = std::function<void(std::string_view line)>;
 void init(Level level, LogFormat format, Capture capture = {});
 Level level();
 bool enabled(Level level);
+
+// From now on, writing to stderr never blocks the loop (see log_writer.h).
+void attach(uv_loop_t* loop);
+// Writes what is pending (waiting at most `timeout` for the reader); before
+// the loop closes.
+void detach(std::chrono::milliseconds timeout = std::chrono::seconds(2));
+LogWriter::Stats writer_stats();
 
 void event(Level level, std::string_view name, std::string_view message, const Fields& fields = {});
 void message(Level level, std::string_view message);

@@ -94,6 +94,11 @@ void Supervisor::defer(std::function<void()> fn) {
 
 int Supervisor::run() {
   log::init(config_.log.level, config_.log.format);
+  // From here on a stalled reader of stderr cannot stall supervision.
+  log::attach(&loop_);
+  struct Detach {
+    ~Detach() { log::detach(); }
+  } detach;
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
