@@ -238,9 +238,10 @@ std::string Sandbox::write(const std::string& name, const std::string& content) 
 }
 
 Recycler::Recycler(const std::vector<std::string>& args, const Sandbox& sandbox)
-    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}, {}}) {}
+    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}, {}, ""}) {}
 
-Recycler::Recycler(const std::vector<std::string>& args, Options options) {
+Recycler::Recycler(const std::vector<std::string>& args, Options options)
+    : discard_(options.discard_lines_with) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe2: " << std::strerror(errno);
@@ -300,10 +301,16 @@ bool Recycler::read_some(Millis timeout) {
   }
   partial_.append(buf, static_cast<size_t>(n));
   size_t nl;
-  while ((nl = partial_.find('\n')) != std::string::npos) {
-    lines_.push_back(partial_.substr(0, nl));
-    partial_.erase(0, nl + 1);
+  size_t start = 0;
+  while ((nl = partial_.find('\n', start)) != std::string::npos) {
+    std::string_view line(partial_.data() + start, nl - start);
+    if (!discard_.empty() && line.find(discard_) != std::string_view::npos)
+      ++discarded_;
+    else
+      lines_.emplace_back(line);
+    start = nl + 1;
   }
+  partial_.erase(0, start);
   return true;
 }
 
@@ -380,8 +387,17 @@ void Recycler::signal(int sig) {
 
 std::optional<int> Recycler::wait_exit(Millis timeout) {
   if (status_ || pid_ <= 0) return status_;
-  pollfd p{pidfd_.get(), POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(scaled(timeout).count())) <= 0) return std::nullopt;
+  // Read its output meanwhile: a recycler that is stopping writes its last
+  // lines, and a reader that stopped reading would hold them up.
+  auto deadline = Clock::now() + scaled(timeout);
+  for (;;) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    if (left <= Millis{0}) return std::nullopt;
+    pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {out_ ? out_.get() : -1, POLLIN, 0}};
+    if (::poll(p, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return std::nullopt;
+    if (p[0].revents & POLLIN) break;
+    if (p[1].revents) read_some(Millis{0});
+  }
   int st = 0;
   if (::waitpid(pid_, &st, 0) != pid_) return std::nullopt;
   status_ = st;

@@ -93,6 +93,9 @@ class Recycler {
     std::string cwd;
     std::vector<std::string> env;  // "NAME=value", added to the test's own
     std::vector<config::Rlimit> rlimits;
+    // Lines containing this (e.g. "app[0] err | ") are counted, not kept:
+    // for workers that flood their output.
+    std::string discard_lines_with;
   };
   Recycler(const std::vector<std::string>& args, Options options);
   Recycler(const std::vector<std::string>& args, const Sandbox& sandbox);
@@ -115,6 +118,8 @@ class Recycler {
   // How many lines so far contain `needle`.
   size_t count(const std::string& needle) const;
   const std::vector<std::string>& lines() const { return lines_; }
+  // Lines not kept (see Options::discard_lines_with).
+  size_t discarded() const { return discarded_; }
   std::string output() const;
 
   void signal(int sig);
@@ -133,6 +138,8 @@ class Recycler {
   std::string partial_;
   std::vector<std::string> lines_;
   size_t cursor_ = 0;  // wait_for searches from here
+  std::string discard_;
+  size_t discarded_ = 0;
   std::optional<int> status_;
 };
 

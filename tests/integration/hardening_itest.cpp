@@ -1,0 +1,183 @@
+// recycler against hostile and unlucky inputs, with the real binary: files
+// planted by other users, workers that flood or keep their output pipes, a
+// stalled log reader, strangers on the notify socket, pids faked in output,
+// control characters, odd config files, processes that leave their cgroup.
+// One test per defect; each fails without its fix.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+constexpr uid_t kNobody = 65534;
+
+// recycler as the unprivileged user nobody (so without cgroups), started
+// where the sandbox's recycler would be.
+Recycler::Options as_nobody(const Sandbox& sb) {
+  Recycler::Options o;
+  o.join_fds = sb.join_fds();
+  o.uid = kNobody;
+  o.gid = kNobody;
+  o.cwd = sb.tmp();
+  return o;
+}
+
+Recycler::Options in_sandbox(const Sandbox& sb) {
+  Recycler::Options o;
+  o.join_fds = sb.join_fds();
+  return o;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Defect 1: a timeline directory another user made first (the example's
+// predictable /tmp path) is refused, and the worker runs without a timeline.
+TEST(Hardening, ATimelineDirectoryAnotherUserMadeIsRefusedAndTheWorkerStillRuns) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string tmp = sb.tmp() + "/tmp";
+  ASSERT_EQ(::mkdir(tmp.c_str(), 01777), 0);
+  ASSERT_EQ(::chmod(tmp.c_str(), 01777), 0);
+  std::string theirs = tmp + "/recycler-timelines";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), kNobody, kNobody), 0);
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+    timeline: {dir: )" + theirs + R"(}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  auto refused = r.wait_for("app[0]: no timeline: ");
+  ASSERT_TRUE(refused);
+  EXPECT_THAT(*refused, HasSubstr(theirs + ": owned by uid 65534, not by recycler's user (uid 0); "
+                                           "refusing to write there"));
+  EXPECT_TRUE(fs::is_empty(theirs)) << "nothing written where another user could read or swap it";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+// Defect 1: root recycler never writes (or truncates, with keep: 0) through
+// a symlink planted where a timeline file goes.
+TEST(Hardening, ATimelineFileSymlinkedElsewhereIsNeverWrittenThrough) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string dir = sb.tmp() + "/timelines";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0750), 0);
+  std::string victim = sb.write("victim", "precious\n");
+  fs::create_symlink(victim, dir + "/app.0.csv");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+    sample_interval: 50ms
+    timeline: {dir: )" + dir + R"(, keep: 0}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  auto refused = r.wait_for("app[0]: no timeline: ");
+  ASSERT_TRUE(refused);
+  EXPECT_THAT(*refused, HasSubstr(dir + "/app.0.csv: a symlink; refusing to write through it"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(read_all(victim), "precious\n");
+  EXPECT_TRUE(fs::is_symlink(dir + "/app.0.csv"));
+}
+
+// Defect 2: the main process exits while a daemon it left (outside the
+// worker's session, recycler without cgroups) keeps writing into its output
+// pipe. The exit ends the run at once, the slot restarts, SIGTERM is
+// honoured, and the daemon gets EPIPE once recycler has closed the pipe.
+TEST(Hardening, AWorkerWhoseDaemonKeepsWritingToItsPipeIsRestartedAndRecyclerStaysResponsive) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to run recycler as the unprivileged user nobody";
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", R"(programs:
+  app:
+    command: "setsid timeout 60 yes >&2 & echo daemon=$!; sleep 1; exit 0"
+    restart: {mode: always, backoff: {initial: 100ms, max: 1s, reset_after: 60s}}
+)");
+  Recycler::Options o = as_nobody(sb);
+  o.discard_lines_with = "app[0] err | ";  // the flood itself
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex("app\\[0\\] out \\| daemon=([0-9]+)"), &m));
+  pid_t daemon = std::stoi(m[1]);
+  ASSERT_TRUE(r.wait_for("app[0] exited with status 0 after", scaled(5s)));
+  ASSERT_TRUE(r.wait_for("app[0] started: pid", scaled(5s))) << "the next generation, at once";
+  auto signalled = Clock::now();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(5s), 0);
+  EXPECT_LT(Clock::now() - signalled, scaled(5s));
+  EXPECT_GT(r.discarded(), 0u) << "the daemon's output was read while it lasted";
+  // Its pipe is closed: the next write fails and `tr` (then `timeout`) ends.
+  EXPECT_TRUE(wait_gone(daemon, 10s)) << "daemon pid " << daemon;
+  if (process_exists(daemon)) ::kill(daemon, SIGKILL);
+}
+
+// Defect 4: nobody reads recycler's stderr (a paused `less`, a full pipe)
+// while a worker floods its output. Supervision goes on: the leaking
+// neighbour is recycled in time, again and again, with no OOM kill; every
+// decision line is kept and the dropped worker output is counted.
+TEST(Hardening, AStalledLogReaderDoesNotDelayRecycling) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  chatty:
+    command: ["yes", "chatter chatter chatter chatter"]
+  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
+    limits: {memory_max: 160MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)"));
+  Recycler::Options o = in_sandbox(sb);
+  o.discard_lines_with = "chatty[0] out | ";
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  ASSERT_TRUE(r.wait_for("leak[0] started: pid"));
+  // From here on the test reads nothing until the leaking worker has been
+  // replaced three times (watched in its cgroup, not in the log).
+  std::set<pid_t> generations;
+  std::string leak_dir = sb.worker_dir("leak", 0);
+  auto deadline = Clock::now() + scaled(40s);
+  while (generations.size() < 4 && Clock::now() < deadline) {
+    for (pid_t p : cgroup_pids(leak_dir)) generations.insert(p);
+    std::this_thread::sleep_for(10ms);  // polling the cgroup, bounded by the deadline
+  }
+  EXPECT_GE(generations.size(), 4u) << "recycler stopped recycling while its log was not read";
+  EXPECT_EQ(oom_kills(sb, "leak"), 0u);
+  // The reader is back: every decision was kept, each one in time, and the
+  // worker output that had to go is counted.
+  ASSERT_TRUE(r.wait_for("lines of worker output dropped while stderr's reader was not keeping up",
+                         scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
+  size_t recycles = 0;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (!std::regex_search(line, m, recycle)) continue;
+    ++recycles;
+    EXPECT_LT(std::stod(m[1]), 112.0) << line;
+  }
+  EXPECT_GE(recycles, 3u) << r.output().substr(0, 20000);
+}
+
+}  // namespace
+}  // namespace recycler::testing
