@@ -16,6 +16,11 @@ extern char** environ;
 namespace recycler {
 namespace {
 
+// Notify senders remembered (workers and strangers alike), at most.
+constexpr size_t kMaxRemembered = 4096;
+// How long a sender found to be no worker is taken at its word.
+constexpr std::chrono::seconds kStrangerMemory{1};
+
 // Meant for recycler itself (systemd notify and socket activation): a worker
 // that inherited them would talk to systemd behind recycler's back.
 bool inherited_by_workers(const std::string& kv) {
@@ -73,7 +78,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 Supervisor::~Supervisor() {
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
-  notify_.reset();
+  runtime_.reset();
   signals_.clear();
   defer_timer_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
@@ -132,7 +137,7 @@ int Supervisor::run() {
         "session from /proc instead",
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 
-  open_notify_socket();
+  open_runtime_dir();
 
   // Every cgroup is created before anything starts: a failure starts nothing.
   for (const config::ProgramConfig& p : config_.programs) {
@@ -158,16 +163,20 @@ int Supervisor::run() {
 
 bool Supervisor::create_workers(Program& program) {
   const config::ProgramConfig& cfg = *program.config;
+  program.notify = open_notify_socket(cfg);
+  std::string notify_address = program.notify ? program.notify->address() : "";
   for (unsigned slot = 0; slot < cfg.instances; ++slot) {
     auto cg = cgroups_->create(cfg.name, slot, cfg.limits);
     if (!cg) {
       log::error("{}[{}]: {}", cfg.name, slot, cg.error().message);
       program.workers.clear();
       cgroups_->remove_program(cfg.name);
+      program.notify.reset();
+      if (runtime_) runtime_->remove(cfg.name);
       return false;
     }
-    program.workers.push_back(
-        std::make_unique<Worker>(context_, program.config, slot, std::move(cg.value())));
+    program.workers.push_back(std::make_unique<Worker>(context_, program.config, slot,
+                                                       std::move(cg.value()), notify_address));
   }
   program.monitor =
       std::make_unique<ProgramMonitor>(monitor_context_, program.config, program.workers);
@@ -177,6 +186,8 @@ bool Supervisor::create_workers(Program& program) {
 void Supervisor::clear_workers(Program& program) {
   program.monitor.reset();
   program.workers.clear();  // each removes its cgroup
+  if (program.notify && runtime_) runtime_->remove(program.config->name);
+  program.notify.reset();
 }
 
 ProgramMonitor* Supervisor::monitor_of(const Worker& worker) {
@@ -248,24 +259,56 @@ void Supervisor::replace_program(const std::string& name,
   });
 }
 
-void Supervisor::open_notify_socket() {
-  auto opened = notify::NotifySocket::open(
-      &loop_, [this](const notify::NotifySocket::Datagram& d) { on_notify(d); });
-  if (!opened) {
-    log::warn(
-        "no notify socket for workers (request counts and READY=1 will not reach "
-        "recycler): {}",
-        opened.error().message);
-    return;
+void Supervisor::open_runtime_dir() {
+  std::optional<std::string> base = notify::default_runtime_base();
+  std::string why = "no runtime directory (not root and XDG_RUNTIME_DIR unset)";
+  if (base) {
+    auto opened = notify::RuntimeDir::open(*base);
+    if (opened) {
+      runtime_.emplace(std::move(*opened));
+      return;
+    }
+    why = opened.error().message;
   }
-  notify_ = std::move(opened.value());
-  context_.notify_socket = notify_->address();
+  log::warn(
+      "notify sockets are in the abstract namespace, where any local process can send to "
+      "them: {}",
+      why);
 }
 
-void Supervisor::on_notify(const notify::NotifySocket::Datagram& d) {
-  notify::NotifyMessage message = notify::parse_message(d.data);
+std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
+    const config::ProgramConfig& program) {
+  std::string name = program.name;
+  auto handler = [this, name](const notify::NotifySocket::Datagram& d) { on_notify(name, d); };
+  Result<std::unique_ptr<notify::NotifySocket>> opened = Error{"no runtime directory"};
+  if (runtime_) {
+    notify::RuntimeDir::Access access{program.uid, program.gid};
+    auto dir = runtime_->make_private_dir(name, access);
+    opened = dir ? notify::NotifySocket::open_in(&loop_, dir->get(), runtime_->path() + "/" + name,
+                                                 "notify", access, handler)
+                 : Result<std::unique_ptr<notify::NotifySocket>>(dir.error());
+    if (!opened)
+      log::warn("{}: notify socket in the abstract namespace instead: {}", name,
+                opened.error().message);
+  }
+  if (!opened) opened = notify::NotifySocket::open(&loop_, handler);
+  if (!opened) {
+    log::warn(
+        "{}: no notify socket for its workers (request counts and READY=1 will not reach "
+        "recycler): {}",
+        name, opened.error().message);
+    return nullptr;
+  }
+  return std::move(opened.value());
+}
+
+void Supervisor::on_notify(const std::string& program, const notify::NotifySocket::Datagram& d) {
   Worker* worker = worker_of(d.pid);
-  bool foreign = worker == nullptr;
+  // A worker of another program that can reach this socket speaks for that
+  // program only on its own.
+  bool foreign = worker == nullptr || worker->program().name != program;
+  notify::NotifyMessage message;
+  if (!foreign) message = notify::parse_message(d.data);
   if (foreign) ++notify_foreign_;
   if (!message.problems.empty()) ++notify_malformed_;
   // Whatever a process sends costs at most one warning every 10 s.
@@ -273,8 +316,10 @@ void Supervisor::on_notify(const notify::NotifySocket::Datagram& d) {
       timers_.now() - notify_warned_ >= std::chrono::seconds(10)) {
     notify_warned_ = timers_.now();
     if (foreign)
-      log::warn("notify socket: ignored a message from pid {}, which is not a worker ({} so far)",
-                d.pid, notify_foreign_);
+      log::warn(
+          "notify socket of {}: ignored a message from pid {}, which is not one of its workers "
+          "({} so far)",
+          program, d.pid, notify_foreign_);
     else
       log::warn("notify socket: {}: malformed message from pid {} ({} so far): {}", worker->name(),
                 d.pid, notify_malformed_, message.problems.front());
@@ -296,17 +341,27 @@ Worker* Supervisor::worker_of(pid_t pid) {
     senders_.erase(it);
   }
   if (pid <= 0) return nullptr;
-  for (auto& [name, program] : programs_) {
-    for (auto& w : program.workers) {
-      if (!live(*w)) continue;
-      std::vector<pid_t> pids = w->cgroup().pids();
-      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) continue;
-      if (senders_.size() >= 4096) senders_.clear();  // bounded; refilled on demand
-      senders_[pid] = Sender{name, w->slot(), w->generation()};
-      return w.get();
-    }
+  TimePoint now = timers_.now();
+  if (auto it = strangers_.find(pid); it != strangers_.end()) {
+    if (now < it->second) return nullptr;
+    strangers_.erase(it);
   }
-  return nullptr;
+  Worker* found = nullptr;
+  if (auto id = cgroups_->owner_of(pid)) {
+    auto p = programs_.find(id->program);
+    if (p != programs_.end() && id->slot < p->second.workers.size() &&
+        live(*p->second.workers[id->slot]))
+      found = p->second.workers[id->slot].get();
+  }
+  if (!found) {
+    // Bounded: a stranger with many pids refills it at one /proc read each.
+    if (strangers_.size() >= kMaxRemembered) strangers_.clear();
+    strangers_[pid] = now + kStrangerMemory;
+    return nullptr;
+  }
+  if (senders_.size() >= kMaxRemembered) senders_.clear();  // refilled on demand
+  senders_[pid] = Sender{found->program().name, found->slot(), found->generation()};
+  return found;
 }
 
 void Supervisor::on_signal(int signum) {
@@ -435,7 +490,7 @@ void Supervisor::finish_shutdown() {
   programs_.clear();
   cgroups_->close();
   signals_.clear();
-  notify_.reset();
+  runtime_.reset();
   log::info("recycler stopped");
   uv_stop(&loop_);
 }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,6 +51,8 @@ class Supervisor {
  private:
   struct Program {
     std::shared_ptr<const config::ProgramConfig> config;
+    // Its workers' NOTIFY_SOCKET: only they (and root) can reach it.
+    std::unique_ptr<notify::NotifySocket> notify;
     std::vector<std::unique_ptr<Worker>> workers;
     // Declared after the workers, so destroyed before them: it watches them.
     std::unique_ptr<ProgramMonitor> monitor;
@@ -67,8 +70,9 @@ class Supervisor {
 
   void clear_workers(Program& program);
   ProgramMonitor* monitor_of(const Worker& worker);
-  void open_notify_socket();
-  void on_notify(const notify::NotifySocket::Datagram& datagram);
+  void open_runtime_dir();
+  std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
+  void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
 
   void on_signal(int signum);
@@ -92,15 +96,20 @@ class Supervisor {
   WorkerContext context_;
   probe::ProcessReader procs_;
   MonitorContext monitor_context_{&loop_, timers_, procs_, rng_};
-  std::unique_ptr<notify::NotifySocket> notify_;
-  // Which worker a notify sender belongs to: found once through the cgroups,
-  // then remembered (program, slot, generation) while that run lasts.
+  // Where the notify sockets live (notify/runtime_dir.h); without one, they
+  // are abstract sockets any local process can reach.
+  std::optional<notify::RuntimeDir> runtime_;
+  // Which worker a notify sender belongs to: found once (one read of
+  // /proc/PID/cgroup), then remembered while that run lasts.
   struct Sender {
     std::string program;
     unsigned slot = 0;
     unsigned generation = 0;
   };
   std::map<pid_t, Sender> senders_;
+  // Senders found to be no worker, until when they are not looked up again:
+  // a flood from a stranger costs a map lookup per datagram.
+  std::map<pid_t, TimePoint> strangers_;
   uint64_t notify_foreign_ = 0;
   uint64_t notify_malformed_ = 0;
   TimePoint notify_warned_{};

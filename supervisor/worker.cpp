@@ -67,12 +67,14 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
 }
 
 Worker::Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
-               unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup)
+               unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
+               std::string notify_socket)
     : ctx_(context),
       program_(std::move(program)),
       slot_(slot),
       name_(program_->name + "[" + std::to_string(slot) + "]"),
       cgroup_(std::move(cgroup)),
+      notify_socket_(std::move(notify_socket)),
       backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
                 program_->restart.backoff.reset_after, 0.2}),
       crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {}
@@ -111,7 +113,7 @@ void Worker::spawn() {
 
   LaunchSpec spec;
   spec.argv = program_->command;
-  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, ctx_.notify_socket,
+  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, notify_socket_,
                                 std::exchange(cause_, std::nullopt));
   clean_exit_.reset();
   spec.cwd = program_->cwd;

@@ -48,8 +48,6 @@ struct WorkerContext {
   // The RLIMIT_NOFILE recycler itself was given, restored in workers whose
   // config sets none (recycler raises its own soft limit; see Supervisor::run).
   std::optional<config::Rlimit> worker_nofile = std::nullopt;
-  // NOTIFY_SOCKET for workers ("" = none): recycler's own notify socket.
-  std::string notify_socket = {};
   // Every whole output line of a program that counts requests by pattern.
   std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
 };
@@ -72,8 +70,11 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
 
 class Worker {
  public:
+  // `notify_socket`: NOTIFY_SOCKET for its runs, its program's notify socket
+  // ("" = none).
   Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
-         unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup);
+         unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
+         std::string notify_socket = "");
   ~Worker();  // removes the slot's cgroup; only destroy a stopped or failed worker
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -129,6 +130,7 @@ class Worker {
   unsigned slot_;
   std::string name_;
   std::unique_ptr<cgroup::WorkerCgroup> cgroup_;
+  std::string notify_socket_;
   policies::RestartBackoff backoff_;
   policies::CrashLoopDetector crash_loop_;
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "supervisor/config/config.h"
@@ -63,6 +64,13 @@ struct Layout {
 // and predicts whether limits can be enforced. Changes nothing.
 Layout detect(const std::string& root, const Paths& paths = {});
 
+// A worker slot: program name and slot number.
+struct WorkerId {
+  std::string program;
+  unsigned slot = 0;
+  bool operator==(const WorkerId&) const = default;
+};
+
 class WorkerCgroup {
  public:
   virtual ~WorkerCgroup() = default;
@@ -104,6 +112,11 @@ class Manager {
   virtual void remove_program(const std::string& program) = 0;
   // Removes the root itself at shutdown (best effort) and releases the lock.
   virtual void close() = 0;
+  // The worker slot process `pid` belongs to, from one read of
+  // /proc/PID/cgroup (fallback mode: of /proc/PID/stat, by its session);
+  // nullopt for a process outside every worker (or gone). Cheap enough for
+  // every datagram of a stranger on the notify socket.
+  virtual std::optional<WorkerId> owner_of(pid_t pid) const = 0;
 };
 
 // Sets up the root described by `layout`: on v2 moves this process into a leaf
@@ -132,5 +145,8 @@ struct MountEntry {
 std::vector<MountEntry> parse_mountinfo(const std::string& text);
 // The v2 ("0::") path of /proc/<pid>/cgroup; nullopt when absent.
 std::optional<std::string> parse_v2_self_cgroup(const std::string& text);
+// The worker slot a /proc/<pid>/cgroup text places a process in under
+// `layout` (its root, in the hierarchy of its first controller or v2's).
+std::optional<WorkerId> parse_worker_of(std::string_view proc_cgroup, const Layout& layout);
 
 }  // namespace recycler::cgroup

@@ -130,6 +130,47 @@ std::optional<std::string> parse_v2_self_cgroup(const std::string& text) {
   return std::nullopt;
 }
 
+std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& layout) {
+  if (layout.hierarchies.empty()) return std::nullopt;
+  const std::string& controller = layout.hierarchies.front().controller;  // "" on v2
+  std::string_view path;
+  bool found = false;
+  while (!text.empty() && !found) {
+    size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    size_t first = line.find(':');
+    size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(first + 1, second - first - 1);
+    if (controller.empty()) {
+      found = line.substr(0, first) == "0" && controllers.empty();
+    } else {
+      for (size_t pos = 0; pos <= controllers.size() && !found;) {
+        size_t comma = controllers.find(',', pos);
+        if (comma == std::string_view::npos) comma = controllers.size();
+        found = controllers.substr(pos, comma - pos) == controller;
+        pos = comma + 1;
+      }
+    }
+    if (found) path = line.substr(second + 1);
+  }
+  if (!found || path.size() <= layout.root.size() + 1 || !path.starts_with(layout.root) ||
+      path[layout.root.size()] != '/')
+    return std::nullopt;
+  path.remove_prefix(layout.root.size() + 1);  // "program/slot[/...]"
+  size_t slash = path.find('/');
+  if (slash == 0 || slash == std::string_view::npos) return std::nullopt;
+  std::string_view slot = path.substr(slash + 1, path.find('/', slash + 1) - slash - 1);
+  unsigned n = 0;
+  if (slot.empty() || slot.size() > 9) return std::nullopt;
+  for (char c : slot) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  return WorkerId{std::string(path.substr(0, slash)), n};
+}
+
 std::string Layout::display_root() const {
   if (hierarchies.empty()) return root;
   return dir(hierarchies.front());

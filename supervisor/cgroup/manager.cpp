@@ -14,11 +14,13 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/log.h"
+#include "supervisor/probe/parse.h"
 
 namespace recycler::cgroup {
 namespace {
@@ -210,8 +212,11 @@ class CgroupWorker final : public WorkerCgroup {
 
 class CgroupManager final : public Manager {
  public:
-  CgroupManager(Layout layout, UniqueFd lock, bool per_run_root)
-      : layout_(std::move(layout)), lock_(std::move(lock)), per_run_root_(per_run_root) {}
+  CgroupManager(Layout layout, UniqueFd lock, bool per_run_root, std::string proc)
+      : layout_(std::move(layout)),
+        lock_(std::move(lock)),
+        per_run_root_(per_run_root),
+        proc_(std::move(proc)) {}
 
   const Layout& layout() const override { return layout_; }
   bool enforcing() const override { return true; }
@@ -257,6 +262,13 @@ class CgroupManager final : public Manager {
         ::rmdir((h.mount + layout_.root.substr(0, layout_.root.rfind('/'))).c_str());
     }
     lock_.reset();
+  }
+
+  std::optional<WorkerId> owner_of(pid_t pid) const override {
+    if (pid <= 0) return std::nullopt;
+    auto text = read_file(proc_ + "/" + std::to_string(pid) + "/cgroup");
+    if (!text) return std::nullopt;
+    return parse_worker_of(*text, layout_);
   }
 
   // Kills and removes what crashed predecessors left behind: on this root,
@@ -364,17 +376,34 @@ class CgroupManager final : public Manager {
   Layout layout_;
   UniqueFd lock_;
   bool per_run_root_;
+  std::string proc_;
 };
+
+// Fallback mode: which worker each session belongs to (a worker's session id
+// is its main process's pid).
+using Sessions = std::map<pid_t, WorkerId>;
+
+std::optional<probe::ProcStat> read_stat(const std::string& proc, pid_t pid) {
+  auto text = read_file(proc + "/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  return probe::parse_stat(*text);
+}
 
 class FallbackWorker final : public WorkerCgroup {
  public:
-  FallbackWorker(std::string proc, std::string name)
-      : proc_(std::move(proc)), name_(std::move(name)) {}
+  FallbackWorker(std::string proc, WorkerId id, std::shared_ptr<Sessions> sessions)
+      : proc_(std::move(proc)), id_(std::move(id)), sessions_(std::move(sessions)) {}
+  ~FallbackWorker() override { forget(); }
   std::string path() const override {
-    return name_ + " (session of pid " + std::to_string(sid_) + ")";
+    return id_.program + "[" + std::to_string(id_.slot) + "] (session of pid " +
+           std::to_string(sid_) + ")";
   }
   std::vector<UniqueFd> open_join_fds() override { return {}; }
-  void adopt(pid_t main_pid) override { sid_ = main_pid; }
+  void adopt(pid_t main_pid) override {
+    forget();
+    sid_ = main_pid;
+    (*sessions_)[sid_] = id_;
+  }
   bool enforcing() const override { return false; }
 
   // Every live process in the worker's session (the child calls setsid, so the
@@ -386,15 +415,10 @@ class FallbackWorker final : public WorkerCgroup {
     if (!d) return out;
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      auto stat = read_file(proc_ + "/" + e->d_name + "/stat");
-      if (!stat) continue;
-      size_t close = stat->rfind(')');
-      if (close == std::string::npos) continue;
-      std::stringstream ss(stat->substr(close + 1));
-      char state;
-      long ppid, pgrp, session;
-      if (!(ss >> state >> ppid >> pgrp >> session)) continue;
-      if (session == sid_ && state != 'Z') out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+      pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+      auto stat = read_stat(proc_, pid);
+      if (stat && stat->session == static_cast<uint64_t>(sid_) && stat->state != 'Z')
+        out.push_back(pid);
     }
     ::closedir(d);
     return out;
@@ -408,8 +432,14 @@ class FallbackWorker final : public WorkerCgroup {
   Status remove() override { return Ok{}; }
 
  private:
+  void forget() {
+    auto it = sessions_->find(sid_);
+    if (it != sessions_->end() && it->second == id_) sessions_->erase(it);
+  }
+
   std::string proc_;
-  std::string name_;
+  WorkerId id_;
+  std::shared_ptr<Sessions> sessions_;
   pid_t sid_ = 0;
 };
 
@@ -422,14 +452,22 @@ class FallbackManager final : public Manager {
   Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
                                                const config::Limits&) override {
     return std::unique_ptr<WorkerCgroup>(
-        std::make_unique<FallbackWorker>(proc_, program + "[" + std::to_string(slot) + "]"));
+        std::make_unique<FallbackWorker>(proc_, WorkerId{program, slot}, sessions_));
   }
   void remove_program(const std::string&) override {}
   void close() override {}
+  std::optional<WorkerId> owner_of(pid_t pid) const override {
+    auto stat = pid > 0 ? read_stat(proc_, pid) : std::nullopt;
+    if (!stat) return std::nullopt;
+    auto it = sessions_->find(static_cast<pid_t>(stat->session));
+    if (it == sessions_->end()) return std::nullopt;
+    return it->second;
+  }
 
  private:
   Layout layout_;
   std::string proc_;
+  std::shared_ptr<Sessions> sessions_ = std::make_shared<Sessions>();
 };
 
 // v2 delegation: leave our own cgroup for a leaf below it, then enable the
@@ -489,8 +527,8 @@ Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths, OpenOpt
                    "; stop it first or give this one its own cgroup_root"};
     return errno_error("flock " + lock_dir);
   }
-  auto manager =
-      std::make_unique<CgroupManager>(std::move(layout), std::move(lock), options.per_run_root);
+  auto manager = std::make_unique<CgroupManager>(std::move(layout), std::move(lock),
+                                                 options.per_run_root, paths.proc);
   manager->clean_up_after_predecessors();
   return std::unique_ptr<Manager>(std::move(manager));
 }

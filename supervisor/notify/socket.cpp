@@ -1,7 +1,9 @@
 #include "supervisor/notify/socket.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -46,22 +48,60 @@ bool send_datagram(std::string_view address, std::string_view data) {
                    static_cast<ssize_t>(data.size());
 }
 
-Result<std::unique_ptr<NotifySocket>> NotifySocket::open(uv_loop_t* loop, Handler handler) {
+namespace {
+
+Result<UniqueFd> datagram_socket() {
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return errno_error("notify socket");
   // Before bind: no datagram may arrive without its sender's credentials.
   int on = 1;
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
     return errno_error("notify socket: SO_PASSCRED");
+  return fd;
+}
 
+}  // namespace
+
+Result<std::unique_ptr<NotifySocket>> NotifySocket::open(uv_loop_t* loop, Handler handler) {
+  auto fd = datagram_socket();
+  if (!fd) return fd.error();
   std::string address;
   for (int attempt = 0;; ++attempt) {
     address = random_address();
     auto addr = unix_address(address);
-    if (addr && ::bind(fd.get(), addr->get(), addr->len) == 0) break;
+    if (addr && ::bind(fd->get(), addr->get(), addr->len) == 0) break;
     if (errno != EADDRINUSE || attempt == 3) return errno_error("notify socket: bind " + address);
   }
+  return start(loop, std::move(*fd), std::move(address), std::move(handler));
+}
 
+Result<std::unique_ptr<NotifySocket>> NotifySocket::open_in(uv_loop_t* loop, int dirfd,
+                                                            const std::string& dir,
+                                                            const std::string& name,
+                                                            const RuntimeDir::Access& access,
+                                                            Handler handler) {
+  std::string address = dir + "/" + name;
+  if (!unix_address(address))
+    return Error{"notify socket: " + address + " is too long for a socket address", ENAMETOOLONG};
+  auto fd = datagram_socket();
+  if (!fd) return fd.error();
+  // Through the directory's fd: whatever happened to the path since it was
+  // checked, the socket lands in that directory.
+  auto via = unix_address(fmt::format("/proc/self/fd/{}/{}", dirfd, name));
+  if (!via || ::bind(fd->get(), via->get(), via->len) != 0)
+    return errno_error("notify socket: bind " + address);
+  bool others =
+      (access.uid && *access.uid != ::geteuid()) || (access.gid && *access.gid != ::getegid());
+  if (others && ::fchownat(dirfd, name.c_str(), access.uid.value_or(::geteuid()),
+                           access.gid.value_or(::getegid()), AT_SYMLINK_NOFOLLOW) != 0)
+    return errno_error("notify socket: chown " + address);
+  if (::fchmodat(dirfd, name.c_str(), others ? 0660 : 0600, 0) != 0)
+    return errno_error("notify socket: chmod " + address);
+  return start(loop, std::move(*fd), std::move(address), std::move(handler));
+}
+
+Result<std::unique_ptr<NotifySocket>> NotifySocket::start(uv_loop_t* loop, UniqueFd fd,
+                                                          std::string address, Handler handler) {
   auto* poll = new uv_poll_t;
   if (int rc = uv_poll_init(loop, poll, fd.get()); rc != 0) {
     delete poll;

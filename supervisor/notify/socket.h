@@ -1,8 +1,9 @@
 // The socket workers find in NOTIFY_SOCKET: programs that already call
-// sd_notify(3) talk to recycler unchanged. The kernel stamps every datagram
-// with the sender's pid and uid (SCM_CREDENTIALS), which is what the handler
-// uses to attribute it; nothing a sender does can stall the loop or leak a
-// descriptor into the supervisor.
+// sd_notify(3) talk to recycler unchanged. One per program, in a directory
+// only its workers (and root) can reach (runtime_dir.h). The kernel stamps
+// every datagram with the sender's pid and uid (SCM_CREDENTIALS), which is
+// what the handler uses to attribute it; nothing a sender does can stall the
+// loop or leak a descriptor into the supervisor.
 #pragma once
 
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "supervisor/notify/runtime_dir.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
 #include "supervisor/uv.h"
@@ -45,11 +47,22 @@ class NotifySocket {
   };
   using Handler = std::function<void(const Datagram&)>;
 
-  // An abstract-namespace unix datagram socket, "@recycler-<pid>-<random hex>"
-  // (NOTIFY_SOCKET's "@" is the abstract namespace), non-blocking,
-  // close-on-exec, SO_PASSCRED on, polled on `loop`. The handler must not
-  // destroy the socket.
+  // A unix datagram socket, non-blocking, close-on-exec, SO_PASSCRED on,
+  // polled on `loop`. The handler must not destroy the socket.
+  //
+  // open: in the abstract namespace, "@recycler-<pid>-<random hex>"
+  // (NOTIFY_SOCKET's "@"): any local process can send to it. The fallback
+  // when there is no runtime directory (runtime_dir.h).
   static Result<std::unique_ptr<NotifySocket>> open(uv_loop_t* loop, Handler handler);
+  // open_in: the socket file `name` in the directory `dirfd` (whose path is
+  // `dir`), bound through the fd, then made the workers' own: owned by
+  // access.uid and access.gid with mode 0660, or 0600 for recycler's user.
+  // Only those who may write it can send (root always can).
+  static Result<std::unique_ptr<NotifySocket>> open_in(uv_loop_t* loop, int dirfd,
+                                                       const std::string& dir,
+                                                       const std::string& name,
+                                                       const RuntimeDir::Access& access,
+                                                       Handler handler);
 
   const std::string& address() const { return address_; }  // the NOTIFY_SOCKET value
 
@@ -74,6 +87,8 @@ class NotifySocket {
 
  private:
   NotifySocket(UniqueFd fd, std::string address, Handler handler);
+  static Result<std::unique_ptr<NotifySocket>> start(uv_loop_t* loop, UniqueFd fd,
+                                                     std::string address, Handler handler);
   void drain();
   // Reads one datagram: false when there is nothing more to read now.
   bool receive_one();

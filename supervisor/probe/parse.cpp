@@ -216,4 +216,25 @@ std::optional<uint32_t> parse_stat_threads(std::string_view text) {
   return static_cast<uint32_t>(*n);
 }
 
+std::optional<ProcStat> parse_stat(std::string_view text) {
+  size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(close + 1);
+  ProcStat out;
+  std::optional<uint64_t> ppid, session, start;
+  for (int i = 3; i <= 22; ++i) {
+    std::string_view field = next_token(rest);
+    if (field.empty()) return std::nullopt;
+    if (i == 3) out.state = field.size() == 1 ? field[0] : '?';
+    if (i == 4) ppid = parse_u64(field);
+    if (i == 6) session = parse_u64(field);
+    if (i == 22) start = parse_u64(field);
+  }
+  if (!ppid || !session || !start) return std::nullopt;
+  out.ppid = *ppid;
+  out.session = *session;
+  out.starttime = *start;
+  return out;
+}
+
 }  // namespace recycler::probe

@@ -6,9 +6,12 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "supervisor/notify/socket.h"
 #include "tests/support/itest.h"
 
 namespace recycler::testing {
@@ -177,6 +181,143 @@ TEST(Hardening, AStalledLogReaderDoesNotDelayRecycling) {
     EXPECT_LT(std::stod(m[1]), 112.0) << line;
   }
   EXPECT_GE(recycles, 3u) << r.output().substr(0, 20000);
+}
+
+// The sender in a child process running as `uid`: 0 when the datagram went,
+// else its errno.
+int send_as(uid_t uid, const std::string& path, const std::string& data) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(255);
+    UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    auto addr = notify::unix_address(path);
+    if (!fd || !addr) ::_exit(254);
+    ssize_t n = ::sendto(fd.get(), data.data(), data.size(), 0, addr->get(), addr->len);
+    ::_exit(n < 0 ? errno : 0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Defect 3: the notify socket was an abstract one, open to every local user.
+// Now each program has its own, in a directory only its workers can reach.
+TEST(Hardening, OnlyAProgramsOwnWorkersCanReachItsNotifySocket) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "needs Debian's python3 for a worker that reports requests";
+  Sandbox sb;
+  std::string script = sb.write("report.py", R"(import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"RECYCLER_REQUESTS=3", os.environ["NOTIFY_SOCKET"])
+time.sleep(1000)
+)");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  mine:
+    command: ["sleep", "1000"]
+  theirs:
+    command: [")" + *python + R"(", ")" + script + R"("]
+    user: nobody
+    policies:
+      - max_requests: {limit: 3}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  // The worker, as nobody, reached its program's socket.
+  ASSERT_TRUE(r.wait_for("theirs[0] recycle: 3 requests >= limit 3", scaled(20s)));
+  std::string run = "/run/recycler/" + std::to_string(r.pid());
+  struct stat st {};
+  ASSERT_EQ(::stat(run.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+  ASSERT_EQ(::stat((run + "/mine").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "its workers run as recycler's user";
+  ASSERT_EQ(::stat((run + "/mine/notify").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((run + "/theirs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0710u) << "its workers' group may pass, nobody else";
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_gid, kNobody);
+  ASSERT_EQ(::stat((run + "/theirs/notify").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_uid, kNobody);
+  // Another local user (daemon, uid 1) reaches neither.
+  EXPECT_EQ(send_as(1, run + "/mine/notify", "RECYCLER_REQUESTS=1"), EACCES);
+  EXPECT_EQ(send_as(1, run + "/theirs/notify", "RECYCLER_REQUESTS=1"), EACCES);
+  // nor does the other program's worker user reach `mine`.
+  EXPECT_EQ(send_as(kNobody, run + "/mine/notify", "RECYCLER_REQUESTS=1"), EACCES);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_FALSE(fs::exists(run)) << "removed at exit";
+}
+
+// Defect 3: every datagram of a sender that is no worker cost a read of
+// cgroup.procs in four hierarchies per live worker. A local process flooding
+// the socket (root can reach any) now costs a lookup per datagram, and a
+// leaking neighbour is recycled as on a quiet machine.
+TEST(Hardening, AFloodOfForeignNotifyDatagramsDoesNotDelayTheMemoryPolicy) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  idle:
+    command: "echo socket=$NOTIFY_SOCKET; exec sleep 1000"
+    instances: 100
+    policies:
+      - max_requests: {limit: 1000000}
+  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
+    limits: {memory_max: 160MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch socket;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(idle\[0\] out \| socket=(\S+))"), &socket, scaled(20s)));
+  auto addr = notify::unix_address(socket[1].str());
+  ASSERT_TRUE(r.wait_for_count("started: pid", 101, scaled(20s)));
+  ASSERT_TRUE(addr);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sent{0};
+  auto flood_start = Clock::now();
+  std::thread flood([&] {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    const char msg[] = "RECYCLER_REQUESTS=1";
+    while (!stop) {
+      if (::sendto(fd.get(), msg, sizeof msg - 1, 0, addr->get(), addr->len) > 0)
+        ++sent;
+      else
+        std::this_thread::yield();  // the socket's queue is full: recycler is behind
+    }
+  });
+  std::set<pid_t> generations;
+  std::string leak_dir = sb.worker_dir("leak", 0);
+  auto deadline = Clock::now() + scaled(40s);
+  while (generations.size() < 4 && Clock::now() < deadline) {
+    for (pid_t p : cgroup_pids(leak_dir)) generations.insert(p);
+    r.collect();
+    std::this_thread::sleep_for(10ms);  // polling the cgroup, bounded by the deadline
+  }
+  stop = true;
+  flood.join();
+  EXPECT_GE(generations.size(), 4u);
+  // What went is what recycler took off the socket's queue: it kept up with
+  // 10,000 datagrams a second (the old lookup managed about 1,000).
+  double seconds = std::chrono::duration<double>(Clock::now() - flood_start).count();
+  EXPECT_GT(static_cast<double>(sent.load()) / seconds, 10000.0 * 1000 / scaled(1000ms).count())
+      << sent.load() << " datagrams in " << seconds << " s";
+  EXPECT_EQ(oom_kills(sb, "leak"), 0u);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
+  size_t recycles = 0;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (!std::regex_search(line, m, recycle)) continue;
+    ++recycles;
+    EXPECT_LT(std::stod(m[1]), 96.0) << line;
+  }
+  EXPECT_GE(recycles, 3u);
+  EXPECT_EQ(r.count("idle[0] recycle"), 0u) << "a stranger's requests are not counted";
+  EXPECT_EQ(r.count("notify socket of idle: ignored a message from pid"), 1u)
+      << "one warning for the whole flood (rate-limited)";
 }
 
 }  // namespace

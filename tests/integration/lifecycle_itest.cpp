@@ -220,8 +220,9 @@ TEST(Lifecycle, WorkersGetTheirEnvironmentThreadsAndSlot) {
 )"));
   Recycler r({"run", "-c", cfg}, sb);
   EXPECT_EQ(r.exit_code(), 0);
-  // NOTIFY_SOCKET: recycler's own (abstract) notify socket.
-  std::string n = "N=@recycler-" + std::to_string(r.pid()) + "-";
+  // NOTIFY_SOCKET: recycler's own notify socket for the program, in its
+  // runtime directory.
+  std::string n = "N=/run/recycler/" + std::to_string(r.pid()) + "/env/notify";
   EXPECT_EQ(r.count("env[0] out | FOO=bar OMP=3 MKL=1 P=env S=0 G=1 " + n), 1u) << r.output();
   EXPECT_EQ(r.count("env[1] out | FOO=bar OMP=3 MKL=1 P=env S=1 G=1 " + n), 1u) << r.output();
 }
@@ -319,8 +320,8 @@ TEST(Lifecycle, UnderSystemdRecyclerNotifiesReadyAndStoppingAndKeepsTheSocketFro
   Recycler r({"run", "-c", cfg}, std::move(options));
   EXPECT_THAT(systemd.receive(), HasSubstr("READY=1"));
   // Not systemd's socket: recycler's own, where worker messages are recycler's to read.
-  EXPECT_TRUE(r.wait_for("app[0] out | worker sees NOTIFY_SOCKET=@recycler-" +
-                         std::to_string(r.pid()) + "-"));
+  EXPECT_TRUE(r.wait_for("app[0] out | worker sees NOTIFY_SOCKET=/run/recycler/" +
+                         std::to_string(r.pid()) + "/app/notify"));
   r.signal(SIGTERM);
   EXPECT_THAT(systemd.receive(), HasSubstr("STOPPING=1"));
   EXPECT_EQ(r.exit_code(), 0);

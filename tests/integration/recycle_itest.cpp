@@ -218,17 +218,18 @@ TEST(Recycle, NotifyMessagesFromOutsideTheWorkersAreDroppedAndSaidSo) {
 )"));
   Recycler r({"run", "-c", cfg}, sb);
   std::smatch m;
-  static const std::regex kSocket(R"(app\[0\] out \| socket=(@\S+))");
+  static const std::regex kSocket(R"(app\[0\] out \| socket=(\S+))");
   ASSERT_TRUE(r.wait_for(kSocket, &m));
   // The test process is no worker: its requests must not count.
   for (int i = 0; i < 10; ++i)
     ASSERT_TRUE(notify::send_datagram(m[1].str(), "RECYCLER_REQUESTS=1"));
-  ASSERT_TRUE(r.wait_for("notify socket: ignored a message from pid " + std::to_string(::getpid()) +
-                         ", which is not a worker (1 so far)"));
+  ASSERT_TRUE(r.wait_for("notify socket of app: ignored a message from pid " +
+                         std::to_string(::getpid()) +
+                         ", which is not one of its workers (1 so far)"));
   // One warning for all ten (rate-limited); the worker was never recycled.
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(10s), 0);
-  EXPECT_EQ(r.count("notify socket: ignored"), 1u) << r.output();
+  EXPECT_EQ(r.count("notify socket of app: ignored"), 1u) << r.output();
   EXPECT_EQ(r.count("app[0] recycle"), 0u) << r.output();
 }
 

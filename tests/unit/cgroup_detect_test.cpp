@@ -77,6 +77,64 @@ TEST(ParseSelfCgroup, FindsTheUnifiedEntry) {
   EXPECT_EQ(parse_v2_self_cgroup("4:memory:/x\n"), std::nullopt);
 }
 
+// ---- parse_worker_of: which worker a notify sender belongs to ----
+
+Layout v1_layout(const std::string& root) {
+  Layout l;
+  l.mode = Mode::Hybrid;
+  l.hierarchies = {{"memory", "/sys/fs/cgroup/memory"}, {"cpu", "/sys/fs/cgroup/cpu,cpuacct"}};
+  l.root = root;
+  return l;
+}
+
+Layout v2_layout(const std::string& root) {
+  Layout l;
+  l.mode = Mode::V2;
+  l.hierarchies = {{"", "/sys/fs/cgroup"}};
+  l.root = root;
+  return l;
+}
+
+constexpr const char* kV1ProcCgroup =
+    "12:pids:/recycler/web/3\n"
+    "7:cpu,cpuacct:/recycler/web/3\n"
+    "4:memory:/recycler/web/3\n"
+    "0::/system.slice/ssh.service\n";
+
+TEST(ParseWorkerOf, ReadsProgramAndSlotFromTheFirstHierarchysLine) {
+  EXPECT_EQ(parse_worker_of(kV1ProcCgroup, v1_layout("/recycler")), (WorkerId{"web", 3}));
+}
+
+TEST(ParseWorkerOf, OnV2ReadsTheUnifiedLineAndAcceptsSubCgroupsOfTheWorker) {
+  Layout l = v2_layout("/system.slice/recycler.service/recycler");
+  EXPECT_EQ(parse_worker_of("0::/system.slice/recycler.service/recycler/api/0\n", l),
+            (WorkerId{"api", 0}));
+  EXPECT_EQ(parse_worker_of("0::/system.slice/recycler.service/recycler/api/12/inner\n", l),
+            (WorkerId{"api", 12}));
+}
+
+TEST(ParseWorkerOf, AProcessOutsideTheRootIsNoWorker) {
+  Layout l = v1_layout("/recycler");
+  EXPECT_EQ(parse_worker_of("4:memory:/user.slice\n", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler\n", l), std::nullopt) << "the root itself";
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler/web\n", l), std::nullopt) << "no slot";
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler-other/web/0\n", l), std::nullopt)
+      << "a sibling root with the same prefix";
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler/web/x1\n", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler//0\n", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("12:pids:/recycler/web/3\n", l), std::nullopt)
+      << "only the first hierarchy's line counts";
+  EXPECT_EQ(parse_worker_of("", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("garbage without colons", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("4:memory:/recycler/web/99999999999\n", l), std::nullopt);
+}
+
+TEST(ParseWorkerOf, TheV1ControllerMustMatchAWholeNameInTheList) {
+  Layout l = v1_layout("/recycler");
+  EXPECT_EQ(parse_worker_of("4:memoryx:/recycler/web/1\n", l), std::nullopt);
+  EXPECT_EQ(parse_worker_of("4:hugetlb,memory:/recycler/web/1\n", l), (WorkerId{"web", 1}));
+}
+
 TEST(Detect, HybridHostUsesTheV1ControllersMemoryFirst) {
   FakeTree tree;
   Layout l = detect("recycler", paths_for(tree, "hybrid.mountinfo"));

@@ -293,6 +293,25 @@ TEST(ParseStatThreads, CountsFieldsFromTheLastParenthesis) {
             123u);
 }
 
+TEST(ParseStat, ReadsStateParentSessionAndStartTime) {
+  auto st = parse_stat(
+      "4242 (my (weird) name) S 17 4242 4240 0 -1 4194560 125310 0 12 0 "
+      "1503 211 0 0 20 0 7 0 675810 6094602240 128000\n");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->state, 'S');
+  EXPECT_EQ(st->ppid, 17u);
+  EXPECT_EQ(st->session, 4240u);
+  EXPECT_EQ(st->starttime, 675810u);
+}
+
+TEST(ParseStat, TruncatedOrMalformedIsEmpty) {
+  EXPECT_EQ(parse_stat(""), std::nullopt);
+  EXPECT_EQ(parse_stat("4242 noparens S 1 2 3"), std::nullopt);
+  EXPECT_EQ(parse_stat("4242 (x) S 1 4242 4242 0 -1 4194560"), std::nullopt);
+  EXPECT_EQ(parse_stat("4242 (x) S -1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"),
+            std::nullopt);
+}
+
 TEST(ParseStatThreads, TruncatedOrMalformedIsEmpty) {
   EXPECT_EQ(parse_stat_threads(""), std::nullopt);
   EXPECT_EQ(parse_stat_threads("4242 noparens S 1 2 3"), std::nullopt);

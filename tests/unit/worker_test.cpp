@@ -42,9 +42,10 @@ class WorkerTest : public ::testing::Test {
     program.restart.crash_loop = {5, 60s};
   }
 
-  Worker& make(unsigned slot = 0) {
-    worker = std::make_unique<Worker>(context, std::make_shared<config::ProgramConfig>(program),
-                                      slot, std::make_unique<FakeCgroup>(cg));
+  Worker& make(unsigned slot = 0, std::string notify_socket = "") {
+    worker =
+        std::make_unique<Worker>(context, std::make_shared<config::ProgramConfig>(program), slot,
+                                 std::make_unique<FakeCgroup>(cg), std::move(notify_socket));
     return *worker;
   }
   Duration backoff_delay() { return timers.pending_delay().value_or(Duration{-1}); }
@@ -505,11 +506,10 @@ TEST_F(RecycleTest, AFailureWhileCheckpointingIsACrashNotAResume) {
   EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
 }
 
-TEST_F(RecycleTest, WorkersGetTheNotifySocket) {
-  context.notify_socket = "@recycler-test";
-  Worker& w = make();
+TEST_F(RecycleTest, WorkersGetTheirProgramsNotifySocket) {
+  Worker& w = make(0, "/run/recycler/42/api/notify");
   w.start();
-  EXPECT_THAT(launcher.last().spec.env, Contains("NOTIFY_SOCKET=@recycler-test"));
+  EXPECT_THAT(launcher.last().spec.env, Contains("NOTIFY_SOCKET=/run/recycler/42/api/notify"));
 }
 
 }  // namespace

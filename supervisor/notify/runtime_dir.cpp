@@ -1,0 +1,133 @@
+#include "supervisor/notify/runtime_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <vector>
+
+#include "supervisor/util/safe_dir.h"
+
+namespace recycler::notify {
+namespace {
+
+constexpr mode_t kBaseMode = 0755;
+constexpr mode_t kRunMode = 0711;    // workers of other users pass through, list nothing
+constexpr mode_t kOwnMode = 0700;    // workers run as recycler's user
+constexpr mode_t kGroupMode = 0710;  // workers run as another user or group
+constexpr int kMaxDepth = 8;
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+void remove_tree(int dirfd, const std::string& name, int depth) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (S_ISDIR(st.st_mode) && depth < kMaxDepth) {
+    int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr) {
+      while (dirent* e = ::readdir(d)) {
+        std::string child = e->d_name;
+        if (child != "." && child != "..") remove_tree(::dirfd(d), child, depth + 1);
+      }
+      ::closedir(d);
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+    ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR);
+    return;
+  }
+  ::unlinkat(dirfd, name.c_str(), 0);
+}
+
+// The directories of recyclers that are gone (crashed, SIGKILLed).
+void remove_abandoned(int base) {
+  UniqueFd listing(::openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing ? ::fdopendir(listing.get()) : nullptr;
+  if (!d) return;
+  listing.release();  // the DIR owns it now
+  std::vector<std::string> gone;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (!all_digits(name) || name.size() > 9) continue;
+    pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH)) gone.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : gone) remove_tree(base, name, 0);
+}
+
+}  // namespace
+
+void remove_tree_at(int dirfd, const std::string& name) {
+  remove_tree(dirfd, name, 0);
+}
+
+std::optional<std::string> default_runtime_base() {
+  if (::geteuid() == 0) return "/run/recycler";
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/recycler";
+  return std::nullopt;
+}
+
+Result<RuntimeDir> RuntimeDir::open(const std::string& base) {
+  auto opened = open_private_dir(base, kBaseMode);
+  if (!opened) return opened.error();
+  UniqueFd base_fd = std::move(*opened);
+  remove_abandoned(base_fd.get());
+  std::string name = std::to_string(::getpid());
+  if (::mkdirat(base_fd.get(), name.c_str(), kRunMode) != 0)
+    return errno_error("mkdir " + base + "/" + name);
+  // Exactly this mode, whatever the umask.
+  if (::fchmodat(base_fd.get(), name.c_str(), kRunMode, 0) != 0)
+    return errno_error("chmod " + base + "/" + name);
+  UniqueFd own(
+      ::openat(base_fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!own) return errno_error(base + "/" + name);
+  return RuntimeDir(std::move(base_fd), std::move(own), base + "/" + name, name);
+}
+
+RuntimeDir::RuntimeDir(UniqueFd base, UniqueFd own, std::string path, std::string name)
+    : base_(std::move(base)),
+      own_(std::move(own)),
+      path_(std::move(path)),
+      name_(std::move(name)) {}
+
+RuntimeDir::RuntimeDir(RuntimeDir&& o) noexcept
+    : base_(std::move(o.base_)),
+      own_(std::move(o.own_)),
+      path_(std::move(o.path_)),
+      name_(std::move(o.name_)) {}
+
+RuntimeDir::~RuntimeDir() {
+  own_.reset();
+  if (base_) remove_tree(base_.get(), name_, 0);
+}
+
+Result<UniqueFd> RuntimeDir::make_private_dir(const std::string& name, const Access& access) {
+  remove_tree(own_.get(), name, 0);
+  if (::mkdirat(own_.get(), name.c_str(), kOwnMode) != 0)
+    return errno_error("mkdir " + path_ + "/" + name);
+  bool others =
+      (access.uid && *access.uid != ::geteuid()) || (access.gid && *access.gid != ::getegid());
+  mode_t mode = others ? kGroupMode : kOwnMode;
+  if (others && ::fchownat(own_.get(), name.c_str(), static_cast<uid_t>(-1),
+                           access.gid.value_or(::getegid()), AT_SYMLINK_NOFOLLOW) != 0)
+    return errno_error("chown " + path_ + "/" + name);
+  if (::fchmodat(own_.get(), name.c_str(), mode, 0) != 0)
+    return errno_error("chmod " + path_ + "/" + name);
+  UniqueFd fd(::openat(own_.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno_error(path_ + "/" + name);
+  return fd;
+}
+
+void RuntimeDir::remove(const std::string& name) {
+  remove_tree(own_.get(), name, 0);
+}
+
+}  // namespace recycler::notify
