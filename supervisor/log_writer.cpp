@@ -16,6 +16,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// At most one "lines dropped" line this often.
+constexpr std::chrono::seconds kReportEvery{10};
 // A line written while detached waits at most this long for the reader.
 constexpr milliseconds kDetachedWait{100};
 // At most this much per write(): a pipe takes 64 KiB, a socket a little more.
@@ -205,6 +207,11 @@ void LogWriter::report_drops() {
   uint64_t output = dropped_output_ - reported_output_;
   uint64_t own = dropped_own_ - reported_own_;
   if (output == 0 && own == 0) return;
+  // A reader that keeps falling behind and catching up gets one line per
+  // kReportEvery, with everything dropped since the last.
+  auto now = Clock::now();
+  if (reported_at_ && now - *reported_at_ < kReportEvery) return;
+  reported_at_ = now;
   reported_output_ = dropped_output_;
   reported_own_ = dropped_own_;
   std::string text = fmt::format(

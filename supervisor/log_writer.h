@@ -10,7 +10,7 @@
 // writable again. When the buffer holds kOutputLimit bytes, worker output
 // lines are dropped (and counted); recycler's own lines (its decisions) still
 // go in, up to kOwnLimit. When the reader is back, one line says how many
-// were dropped.
+// were dropped (at most one such line every 10 s).
 //
 // Not blocking must not change the terminal or pipe for other processes that
 // share it (the shell that started recycler): a pipe, FIFO or terminal is
@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -94,6 +95,7 @@ class LogWriter {
   uint64_t reported_output_ = 0;
   uint64_t reported_own_ = 0;
   bool reporting_ = false;
+  std::optional<std::chrono::steady_clock::time_point> reported_at_;
   void (*report_)(std::string_view) = nullptr;
   uv::Handle<uv_prepare_t> prepare_;
   uv::Handle<uv_poll_t> poll_;
