@@ -5,6 +5,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "supervisor/config/units.h"
 #include "supervisor/log.h"
@@ -34,7 +36,14 @@ struct ProgramMonitor::Run {
   std::vector<std::unique_ptr<policies::PolicyState>> states;
   std::vector<bool> growing;  // per policy: it had an outlook after the last sample
   uint64_t requests = 0;
-  std::map<pid_t, uint64_t> pid_requests;
+  // Per process, for the processes of the worker only (at most
+  // kMaxTrackedPids): a pid a worker prints is checked against them.
+  std::unordered_map<pid_t, uint64_t> pid_requests;
+  // The worker's processes as last read: by the sample, or on the first pid
+  // printed since that is not among them (at most once per sample).
+  std::unordered_set<pid_t> members;
+  bool members_fresh = false;
+  bool warned_stranger = false;
   std::optional<uint64_t> device;
   policies::Sample last;
   bool ready = false;
@@ -238,10 +247,13 @@ void ProgramMonitor::sample(Slot& slot) {
     auto it = run.pid_requests.find(p.pid);
     p.requests = it == run.pid_requests.end() ? 0 : it->second;
   }
+  run.members_fresh = false;
   if (list) {  // forget the counts of processes that are gone
-    for (auto it = run.pid_requests.begin(); it != run.pid_requests.end();)
-      it = std::binary_search(pids.begin(), pids.end(), it->first) ? std::next(it)
-                                                                   : run.pid_requests.erase(it);
+    std::erase_if(run.pid_requests, [&](const auto& e) {
+      return !std::binary_search(pids.begin(), pids.end(), e.first);
+    });
+    run.members = {pids.begin(), pids.end()};
+    run.members_fresh = true;
   }
   slot.last_sample = now;
   if (slot.timeline) {
@@ -590,30 +602,58 @@ void ProgramMonitor::on_output(Worker& worker, pid_t pid, std::string_view line)
   notify::OutputMatcher::Match m = matcher_->match(line);
   if (!m.matched) return;
   Slot* slot = find(worker);
-  if (slot && slot->run) count_requests(*slot, m.pid.value_or(pid), 1);
+  if (!slot || !slot->run) return;
+  // The pid in a line is text the worker wrote: it names one of its
+  // processes, or the request counts for the worker alone.
+  if (m.pid && *m.pid != pid && !is_member(*slot, *m.pid)) {
+    Run& run = *slot->run;
+    if (!std::exchange(run.warned_stranger, true))
+      log::warn(
+          "{}: its output names pid {} as serving a request, which is not one of its "
+          "processes; such requests count for the worker, not for a process",
+          worker.name(), *m.pid);
+    return count_requests(*slot, std::nullopt, 1);
+  }
+  count_requests(*slot, m.pid.value_or(pid), 1);
 }
 
-void ProgramMonitor::count_requests(Slot& slot, pid_t pid, uint64_t n) {
+bool ProgramMonitor::is_member(Slot& slot, pid_t pid) {
+  Run& run = *slot.run;
+  if (run.members.count(pid)) return true;
+  if (run.members_fresh) return false;
+  std::vector<pid_t> pids = slot.worker->cgroup().pids();
+  run.members = {pids.begin(), pids.end()};
+  run.members_fresh = true;
+  return run.members.count(pid) > 0;
+}
+
+void ProgramMonitor::count_requests(Slot& slot, std::optional<pid_t> pid, uint64_t n) {
   Run& run = *slot.run;
   run.requests += n;
-  uint64_t& mine = run.pid_requests[pid];
-  mine += n;
+  if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
+    // Only the worker's processes get here: forget those that are gone.
+    std::erase_if(run.pid_requests, [&](const auto& e) { return !run.members.count(e.first); });
+    if (run.pid_requests.size() >= kMaxTrackedPids) pid.reset();
+  }
+  if (pid) run.pid_requests[*pid] += n;
   if (!(needs_ & policies::kNeedsRequests)) return;
   // The request-counting policies look at once, on the last sample with the
   // new counts (memory figures stay as last measured; those policies skip it).
   policies::Sample& s = run.last;
   s.t = ctx_.timers.now();
   s.requests = run.requests;
-  auto it = std::find_if(s.processes.begin(), s.processes.end(),
-                         [pid](const policies::ProcessSample& p) { return p.pid == pid; });
-  if (it == s.processes.end()) {
-    policies::ProcessSample p;
-    p.pid = pid;
-    p.main = slot.worker->pid() == pid;
-    s.processes.push_back(p);
-    it = std::prev(s.processes.end());
+  if (pid) {
+    auto it = std::find_if(s.processes.begin(), s.processes.end(),
+                           [&](const policies::ProcessSample& p) { return p.pid == *pid; });
+    if (it == s.processes.end()) {
+      policies::ProcessSample p;
+      p.pid = *pid;
+      p.main = slot.worker->pid() == *pid;
+      s.processes.push_back(p);
+      it = std::prev(s.processes.end());
+    }
+    it->requests = run.pid_requests[*pid];
   }
-  it->requests = mine;
   evaluate(slot, s, policies::kNeedsRequests);
 }
 

@@ -69,6 +69,8 @@ class ProgramMonitor {
   // kFollowUp, kFollowUps times (200 ms), then back to sample_interval.
   static constexpr Duration kFollowUp{5};
   static constexpr unsigned kFollowUps = 40;
+  // Processes of one worker whose requests are counted one by one, at most.
+  static constexpr size_t kMaxTrackedPids = 4096;
 
  private:
   struct Run;
@@ -86,7 +88,9 @@ class ProgramMonitor {
   void sample(Slot& slot);
   void evaluate(Slot& slot, policies::Sample& sample, unsigned only_needing);
   void report_outlook(Slot& slot, size_t policy);
-  void count_requests(Slot& slot, pid_t pid, uint64_t n);
+  // `pid`: the process that served them, when known to be the worker's.
+  void count_requests(Slot& slot, std::optional<pid_t> pid, uint64_t n);
+  bool is_member(Slot& slot, pid_t pid);
   void decide(Slot& slot, size_t policy, policies::Decision decision);
   void carry_out(Slot& slot, size_t policy, const policies::Decision& decision);
   void restart(Slot& slot, size_t policy, RecycleCause cause);

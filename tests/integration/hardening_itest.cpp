@@ -320,5 +320,68 @@ TEST(Hardening, AFloodOfForeignNotifyDatagramsDoesNotDelayTheMemoryPolicy) {
       << "one warning for the whole flood (rate-limited)";
 }
 
+uint64_t rss_kib(pid_t pid) {
+  std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+  std::smatch m;
+  static const std::regex re(R"(VmRSS:\s+([0-9]+) kB)");
+  return std::regex_search(status, m, re) ? std::stoull(m[1]) : 0;
+}
+
+// Defect 5: with requests.pattern and a (?<pid>...) group, every new number
+// in the output added a table entry (and, with scope: process, a process to
+// scan on every line). A worker printing 3,000,000 made-up pids now leaves
+// recycler's memory where it was, and its neighbour is recycled in time.
+TEST(Hardening, MadeUpPidsInAWorkersOutputNeitherGrowRecyclerNorSlowItDown) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string script =
+      sb.write("fake.sh", R"(seq 1000000 3999999 | sed 's/.*/<&> "GET \/ HTTP\/1.1" 200/'
+echo done
+exec sleep 1000
+)");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  printer:
+    command: ["sh", ")" + script + R"("]
+    requests: {pattern: '<(?<pid>\d+)> "'}
+    policies:
+      - max_requests: {limit: 1000000000, scope: process}
+  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
+    limits: {memory_max: 160MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)"));
+  Recycler::Options o = in_sandbox(sb);
+  o.discard_lines_with = "printer[0] out | <";
+  // Under AddressSanitizer, freed memory waits in a quarantine (256 MB) and
+  // RSS grows with any allocation: keep it small so that RSS means growth.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  o.env.push_back(std::string("ASAN_OPTIONS=") + (asan ? asan : "") + ":quarantine_size_mb=1");
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  ASSERT_TRUE(r.wait_for_count("started: pid", 2));
+  uint64_t before = rss_kib(r.pid());
+  auto warned = r.wait_for(
+      "printer[0]: its output names pid 1000000 as serving a request, which "
+      "is not one of its processes",
+      scaled(10s));
+  ASSERT_TRUE(r.wait_for("printer[0] out | done", scaled(120s)));
+  uint64_t after = rss_kib(r.pid());
+  EXPECT_LT(after, before + 16 * 1024)
+      << "RSS " << before << " kB before, " << after << " kB after";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
+  size_t recycles = 0;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (!std::regex_search(line, m, recycle)) continue;
+    ++recycles;
+    EXPECT_LT(std::stod(m[1]), 96.0) << line;
+  }
+  EXPECT_GE(recycles, 1u);
+  EXPECT_EQ(r.count("which is not one of its processes"), 1u) << "said once";
+  EXPECT_EQ(r.count("printer[0] recycle"), 0u);
+}
+
 }  // namespace
 }  // namespace recycler::testing

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -252,7 +253,14 @@ Recycler::Recycler(const std::vector<std::string>& args, Options options)
   LaunchSpec spec;
   spec.argv.push_back(recycler_bin());
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  for (char** e = environ; *e; ++e) spec.env.emplace_back(*e);
+  // The test's environment, with options.env replacing what it names.
+  auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool replaced = std::any_of(options.env.begin(), options.env.end(),
+                                [&](const std::string& o) { return name_of(o) == name_of(kv); });
+    if (!replaced) spec.env.push_back(std::move(kv));
+  }
   spec.env.insert(spec.env.end(), options.env.begin(), options.env.end());
   spec.rlimits = options.rlimits;
   spec.cwd = options.cwd;

@@ -91,7 +91,7 @@ class Recycler {
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
     std::string cwd;
-    std::vector<std::string> env;  // "NAME=value", added to the test's own
+    std::vector<std::string> env;  // "NAME=value", replacing or added to the test's own
     std::vector<config::Rlimit> rlimits;
     // Lines containing this (e.g. "app[0] err | ") are counted, not kept:
     // for workers that flood their output.
