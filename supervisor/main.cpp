@@ -25,6 +25,7 @@
 #include "supervisor/timeline/replay.h"
 #include "supervisor/timeline/replay_json.h"
 #include "supervisor/timeline/trace.h"
+#include "supervisor/util/escape.h"
 
 namespace {
 
@@ -52,7 +53,7 @@ int print_diagnostics(const config::LoadResult& loaded) {
 }
 
 int usage_error(const std::string& message) {
-  std::cerr << "recycler: " << message << "\n";
+  std::cerr << "recycler: " << escape_text(message) << "\n";
   return kUsageError;
 }
 
@@ -100,7 +101,7 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   const char* path = std::getenv("PATH");
   auto exe = resolve_executable(p.command.front(), {std::string("PATH=") + (path ? path : "")});
   if (!exe) {
-    std::cerr << "recycler: " << exe.error().message << "\n";
+    std::cerr << "recycler: " << escape_text(exe.error().message) << "\n";
     *status = 127;
     return std::nullopt;
   }
@@ -164,9 +165,9 @@ int check_command(const std::string& file) {
                !missing.empty()) {
       line += " (not enforced here, no controller: " + missing + ")";
     }
-    std::cout << line << "\n";
+    std::cout << escape_text(line) << "\n";  // commands, paths: text from the file
   }
-  std::cout << file << ": ok, " << cfg.programs.size() << " program"
+  std::cout << escape_text(file) << ": ok, " << cfg.programs.size() << " program"
             << (cfg.programs.size() == 1 ? "" : "s") << "; cgroup "
             << cgroup::to_string(layout.mode);
   if (layout.not_enforced)
@@ -245,7 +246,7 @@ int replay_command(const ReplayArgs& a) {
 
   auto samples = timeline::read_trace_file(a.trace);
   if (!samples) {
-    std::cerr << samples.error().message << "\n";
+    std::cerr << escape_text(samples.error().message) << "\n";
     return kUsageError;
   }
   std::vector<timeline::Replayed> decisions =

@@ -26,6 +26,7 @@
 #include "policies/policy.h"
 #include "supervisor/config/units.h"
 #include "supervisor/notify/output_match.h"
+#include "supervisor/util/escape.h"
 #include "supervisor/util/fd.h"
 
 namespace recycler::config {
@@ -964,8 +965,10 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
 
 std::string Diagnostic::str() const {
   std::string kind = warning ? "warning: " : "error: ";
-  if (line == 0) return file + ": " + kind + message;
-  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + kind + message;
+  // Keys and values come from the file: one line each, nothing raw.
+  if (line == 0) return escape_text(file + ": " + kind + message);
+  return escape_text(file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                     kind + message);
 }
 
 LoadResult load_file(const std::string& path) {

@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "supervisor/util/escape.h"
+
 namespace recycler::config {
 namespace {
 
@@ -331,10 +333,19 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string quote(std::string_view s) {
-  // Appended, not `"\"" + ... + "\""`: GCC 12 at -O2 warns falsely (-Wrestrict) there.
+  // A value from a file, printed: its own quotes and backslashes escaped,
+  // then every control byte (escape_text), so nothing reaches the terminal
+  // raw and the quotes delimit it. Appended, not `"\"" + ... + "\""`:
+  // GCC 12 at -O2 warns falsely (-Wrestrict) there.
+  std::string inner;
+  inner.reserve(s.size());
+  for (char c : s) {
+    if (c == '"' || c == '\\') inner += '\\';
+    inner += c;
+  }
   std::string out;
-  out.reserve(s.size() + 2);
-  out.append(1, '"').append(s).append(1, '"');
+  out.reserve(inner.size() + 2);
+  out.append(1, '"').append(escape_text(inner)).append(1, '"');
   return out;
 }
 

@@ -33,7 +33,8 @@ std::string format_duration(Duration d);
 // "SIGTERM"; "signal 42" for unnamed numbers.
 std::string signal_name(int sig);
 
-// "\"word\"": a name or value as config errors quote it.
+// "\"word\"": a name or value as config errors quote it, with its quotes,
+// backslashes and control characters escaped ("a\x1b[2J" stays on its line).
 std::string quote(std::string_view s);
 
 // The closest candidate by edit distance when it is close enough to be a likely typo

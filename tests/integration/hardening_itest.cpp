@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -381,6 +382,47 @@ exec sleep 1000
   EXPECT_GE(recycles, 1u);
   EXPECT_EQ(r.count("which is not one of its processes"), 1u) << "said once";
   EXPECT_EQ(r.count("printer[0] recycle"), 0u);
+}
+
+bool has_raw_control(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\n' && u != '\t') || u == 0x7f;
+  });
+}
+
+// Defect 6: a worker's STATUS= text and a config file's keys reached the
+// terminal raw: ESC sequences, a CR that overwrites the line, a forged line.
+TEST(Hardening, AWorkersStatusAndAConfigsKeysReachTheTerminalEscaped) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "needs Debian's python3 for a worker that sends STATUS=";
+  Sandbox sb;
+  std::string script = sb.write("status.py", R"(import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"STATUS=\x1b[2J\rowned", os.environ["NOTIFY_SOCKET"])
+time.sleep(1000)
+)");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: [")" + *python + R"(", ")" + script + R"("]
+    policies:
+      - max_lifetime: {after: 1h}
+)",
+                                                   "log: {level: debug}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for("app[0] status: \\x1b[2J\\x0downed"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_FALSE(has_raw_control(r.output())) << r.output();
+
+  std::string bad = sb.write("bad.yaml", "\"ab\\e[2J\\rc\\nbad.yaml:9:9: error: forged\": 1\n" +
+                                             config_yaml(sb, "  app: {command: [\"true\"]}\n"));
+  Recycler check({"check", "-c", bad}, Recycler::Options{});
+  EXPECT_EQ(check.exit_code(), 2);
+  EXPECT_THAT(check.output(),
+              HasSubstr("unknown key \"ab\\x1b[2J\\x0dc\\x0abad.yaml:9:9: error: forged\""));
+  EXPECT_FALSE(has_raw_control(check.output())) << check.output();
+  EXPECT_EQ(check.lines().size(), 1u) << "no forged line: " << check.output();
 }
 
 }  // namespace

@@ -956,6 +956,22 @@ TEST(DiagnosticStr, NoLineMeansNoPosition) {
             "r.yaml: error: cannot read config: Permission denied");
 }
 
+TEST(DiagnosticStr, ControlCharactersFromTheFileNeverReachTheTerminalRaw) {
+  // A key that tries to clear the screen, then forge a diagnostic of its own.
+  auto e =
+      errors("\"ab\\e[2J\\rc\\nx.yaml:1:1: error: forged\": 1\nprograms: {a: {command: [x]}}\n");
+  ASSERT_GE(e.size(), 1u);
+  EXPECT_EQ(e[0],
+            "test.yaml:1:1: error: unknown key \"ab\\x1b[2J\\x0dc\\x0ax.yaml:1:1: error: forged\" "
+            "at the top level");
+  for (char c : e[0]) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << "a raw control character";
+}
+
+TEST(DiagnosticStr, EscapesWhatAMessageCarriesRaw) {
+  EXPECT_EQ((Diagnostic{"r\x1b.yaml", 1, 2, "in programs.a\rb", false}).str(),
+            "r\\x1b.yaml:1:2: error: in programs.a\\x0db");
+}
+
 // --- cwd and files -------------------------------------------------------------------------
 
 TEST(Cwd, RelativeDirectoryResolvesAgainstTheConfigFile) {

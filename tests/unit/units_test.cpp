@@ -305,5 +305,14 @@ TEST(SignalName, EveryNameParsesBackToItsNumber) {
   }
 }
 
+TEST(Quote, EscapesItsQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(quote("memory_mx"), "\"memory_mx\"");
+  EXPECT_EQ(quote("say \"hi\""), "\"say \\\"hi\\\"\"");
+  EXPECT_EQ(quote("a\\b"), "\"a\\\\b\"");
+  EXPECT_EQ(quote("\x1b[31mred\r\n"), "\"\\x1b[31mred\\x0d\\x0a\"");
+  EXPECT_EQ(quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"") << "UTF-8 stays";
+  EXPECT_EQ(quote("\xff"), "\"\\xff\"");
+}
+
 }  // namespace
 }  // namespace recycler::config
