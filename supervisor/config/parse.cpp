@@ -972,11 +972,12 @@ std::string Diagnostic::str() const {
 }
 
 LoadResult load_file(const std::string& path) {
-  Result<std::string> text = read_file(path);
+  Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
   if (!text) {
     Report r(path);
-    r.error(YAML::Mark::null_mark(),
-            std::string("cannot read config: ") + std::strerror(text.error().code));
+    std::string why = text.error().message;
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    r.error(YAML::Mark::null_mark(), "cannot read config: " + why);
     return std::move(r).finish(std::nullopt);
   }
   return parse_document(*text, path, fs::path(path).parent_path());

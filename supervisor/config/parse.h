@@ -4,6 +4,7 @@
 // Config at all.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct LoadResult {
   std::vector<Diagnostic> errors;    // in file order
   std::vector<Diagnostic> warnings;  // e.g. a command that is not on PATH
 };
+
+// A config file must be a regular file of at most this size: `check -c
+// /dev/zero` or a FIFO is an error at once, not a hang or memory exhausted.
+inline constexpr uint64_t kMaxConfigBytes = 16 << 20;
 
 LoadResult load_file(const std::string& path);
 LoadResult parse_string(std::string_view yaml, const std::string& file_name);

@@ -7,9 +7,11 @@
 #include <ctime>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "policies/metric.h"
 #include "supervisor/config/units.h"
+#include "supervisor/util/fd.h"
 
 namespace recycler::timeline {
 namespace {
@@ -297,8 +299,9 @@ Result<std::vector<Sample>> read_trace(std::istream& in, const std::string& name
 }
 
 Result<std::vector<Sample>> read_trace_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return errno_error(path);
+  Result<std::string> text = read_regular_file(path, kMaxTraceBytes);
+  if (!text) return text.error();
+  std::istringstream in(std::move(*text));
   return read_trace(in, path);
 }
 

@@ -80,6 +80,8 @@ void append_csv_field(std::string& out, std::string_view field);
 
 // Every Sample of a samples file; `name` is the file name errors start with.
 Result<std::vector<Sample>> read_trace(std::istream& in, const std::string& name);
+// A regular file of at most kMaxTraceBytes (a FIFO or /dev/zero is refused).
+inline constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 30;
 Result<std::vector<Sample>> read_trace_file(const std::string& path);
 
 // Seconds since TimePoint{}: a trace's t.

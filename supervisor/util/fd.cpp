@@ -1,6 +1,7 @@
 #include "supervisor/util/fd.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <charconv>
@@ -28,6 +29,50 @@ Result<std::string> read_file_at(int dirfd, const std::string& path) {
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+namespace {
+
+const char* file_type(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+std::string mib(uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+}  // namespace
+
+Result<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) return errno_error(path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errno_error(path);
+  if (!S_ISREG(st.st_mode))
+    return Error{path + ": not a regular file: " + file_type(st.st_mode), EINVAL};
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return Error{path + ": larger than " + mib(max_bytes), EFBIG};
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    // A file that grows while it is read (or a /proc file, size 0) is bounded too.
+    if (out.size() > max_bytes) return Error{path + ": larger than " + mib(max_bytes), EFBIG};
   }
   return out;
 }

@@ -46,6 +46,12 @@ Result<std::string> read_file_at(int dirfd, const std::string& path);
 inline Result<std::string> read_file(const std::string& path) {
   return read_file_at(AT_FDCWD, path);
 }
+// A whole file that must be a regular file of at most `max_bytes` (a config,
+// a trace): a FIFO, a device (/dev/zero) or a directory is refused without
+// blocking, and so is a larger file; the errors say which ("not a regular
+// file: a FIFO", "larger than 16 MiB").
+Result<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
+
 // One write() of `data` to an existing file (cgroup control files want exactly that).
 Status write_file_at(int dirfd, const std::string& path, std::string_view data);
 inline Status write_file(const std::string& path, std::string_view data) {

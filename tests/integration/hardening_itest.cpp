@@ -425,5 +425,48 @@ time.sleep(1000)
   EXPECT_EQ(check.lines().size(), 1u) << "no forged line: " << check.output();
 }
 
+// Defect 7: `check -c /dev/zero` read until memory ran out and a FIFO hung
+// it (and a reload). Anything but a regular file of at most 16 MiB is an
+// error naming the file, with exit status 2.
+TEST(Hardening, AConfigThatIsADeviceAFifoOrHugeIsRefusedAtOnce) {
+  Sandbox sb;
+  Recycler zero({"check", "-c", "/dev/zero"}, Recycler::Options{});
+  EXPECT_EQ(zero.exit_code(5s), 2);
+  EXPECT_THAT(zero.output(),
+              HasSubstr("/dev/zero: error: cannot read config: not a regular file: a character "
+                        "device"));
+
+  std::string fifo = sb.tmp() + "/fifo.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Recycler check({"check", "-c", fifo}, Recycler::Options{});
+  EXPECT_EQ(check.exit_code(5s), 2);
+  EXPECT_THAT(check.output(), HasSubstr(fifo + ": error: cannot read config: not a regular file: "
+                                               "a FIFO"));
+
+  std::string big = sb.write("big.yaml", "programs: {}\n");
+  fs::resize_file(big, (16 << 20) + 1);
+  Recycler huge({"check", "-c", big}, Recycler::Options{});
+  EXPECT_EQ(huge.exit_code(5s), 2);
+  EXPECT_THAT(huge.output(), HasSubstr(big + ": error: cannot read config: larger than 16 MiB"));
+}
+
+// Defect 7: a reload (SIGHUP) of a config that became a FIFO hung the loop.
+TEST(Hardening, AReloadOfAConfigThatBecameAFifoFailsAndTheRunningConfigStays) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  std::string fifo = sb.tmp() + "/next.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::rename(fifo.c_str(), cfg.c_str()), 0);
+  r.signal(SIGHUP);
+  EXPECT_TRUE(r.wait_for(cfg + ": error: cannot read config: not a regular file: a FIFO"));
+  EXPECT_TRUE(r.wait_for("reload failed: 1 error in " + cfg));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0) << "the loop was not stuck in the FIFO";
+  EXPECT_EQ(r.count("app[0] started"), 1u);
+}
+
 }  // namespace
 }  // namespace recycler::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -1015,7 +1016,30 @@ TEST(LoadFile, DirectoryIsAnErrorWithoutPosition) {
   LoadResult result = load_file(dir.path().string());
   EXPECT_FALSE(result.config);
   EXPECT_THAT(lines(result.errors),
-              ElementsAre(dir.path().string() + ": error: cannot read config: Is a directory"));
+              ElementsAre(dir.path().string() +
+                          ": error: cannot read config: not a regular file: a directory"));
+}
+
+TEST(LoadFile, ADeviceIsRefusedInsteadOfReadUntilMemoryRunsOut) {
+  EXPECT_THAT(lines(load_file("/dev/zero").errors),
+              ElementsAre("/dev/zero: error: cannot read config: not a regular file: a character "
+                          "device"));
+}
+
+TEST(LoadFile, AFifoIsRefusedWithoutWaitingForAWriter) {
+  TempDir dir;
+  std::string fifo = (dir.path() / "r.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(lines(load_file(fifo).errors),
+              ElementsAre(fifo + ": error: cannot read config: not a regular file: a FIFO"));
+}
+
+TEST(LoadFile, AFileOverTheSizeLimitIsRefused) {
+  TempDir dir;
+  fs::path file = dir.write("big.yaml", "programs: {}\n");
+  fs::resize_file(file, kMaxConfigBytes + 1);
+  EXPECT_THAT(lines(load_file(file.string()).errors),
+              ElementsAre(file.string() + ": error: cannot read config: larger than 16 MiB"));
 }
 
 TEST(LoadFile, ErrorsNameTheFileAsGiven) {

@@ -215,6 +215,12 @@ TEST(ReadTrace, ARowWithTheWrongCellCountIsAnError) {
   EXPECT_EQ(parse_error("t,anon\n0\n"), "trace.csv:2: 1 cells, but the header has 2");
 }
 
+TEST(ReadTrace, ADeviceOrAFifoIsRefusedWithoutBlocking) {
+  auto r = read_trace_file("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "/dev/zero: not a regular file: a character device");
+}
+
 TEST(ReadTrace, AMissingFileNamesItsPath) {
   auto r = read_trace_file("/nonexistent/trace.csv");
   ASSERT_FALSE(r.ok());
