@@ -1,10 +1,12 @@
 #include "supervisor/supervisor.h"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 
 #include "supervisor/config/parse.h"
 #include "supervisor/config/units.h"
@@ -66,6 +68,13 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
       context_{timers_, processes_, rng_, base_env_,
                [this](Worker& w) {
                  if (ProgramMonitor* m = monitor_of(w)) m->on_state_change(w);
+                 if (w.state() == WorkerState::Running && escapes_)
+                   escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
+                 // A run has ended: what left the worker's cgroup goes with it.
+                 if (w.state() == WorkerState::Exited && escapes_) {
+                   escapes_->scan();
+                   escapes_->kill({w.program().name, w.slot()});
+                 }
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc) {
@@ -81,6 +90,7 @@ Supervisor::~Supervisor() {
   runtime_.reset();
   signals_.clear();
   defer_timer_.reset();
+  escape_scan_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
   if (uv_loop_close(&loop_) != 0) log::debug("libuv loop closed with handles still open");
@@ -127,6 +137,12 @@ int Supervisor::run() {
     return 1;
   }
   cgroups_ = std::move(opened.value());
+  // Orphans of workers come back to recycler, not to init: whatever leaves a
+  // worker's cgroup stays in view (escapes.h).
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    log::warn("cannot become the subreaper of the workers' processes: {}", std::strerror(errno));
+  escapes_ = std::make_unique<EscapeTracker>(options_.paths.proc, ::getpid(), *cgroups_);
+  scan_for_escapes();
   const cgroup::Layout& layout = cgroups_->layout();
   if (cgroups_->enforcing())
     log::info("recycler {} (pid {}): cgroup {}, worker cgroups under {}", RECYCLER_VERSION,
@@ -482,12 +498,22 @@ void Supervisor::shutdown(int exit_code, bool force) {
   }
 }
 
+void Supervisor::scan_for_escapes() {
+  escape_scan_ = timers_.after(EscapeTracker::kScanInterval, [this] {
+    escapes_->scan();
+    scan_for_escapes();
+  });
+}
+
 void Supervisor::finish_shutdown() {
   for (auto& [name, program] : programs_) {
     clear_workers(program);
     cgroups_->remove_program(name);
   }
   programs_.clear();
+  escape_scan_.reset();
+  // Nothing a worker started outlives recycler, in a cgroup or not.
+  if (escapes_) escapes_->kill_all(std::chrono::seconds(1));
   cgroups_->close();
   signals_.clear();
   runtime_.reset();

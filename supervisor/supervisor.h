@@ -7,7 +7,8 @@
 //                   an invalid file is reported and the old config stays
 //   SIGCHLD         reap (fallback for pidfds, and orphans when PID 1)
 // When every slot has stopped for good (exited without restart, or failed),
-// recycler exits too.
+// recycler exits too. recycler is the subreaper of its workers' processes:
+// what leaves a worker's cgroup is noticed and killed (escapes.h).
 #pragma once
 
 #include <uv.h>
@@ -22,6 +23,7 @@
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/escapes.h"
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
@@ -75,6 +77,7 @@ class Supervisor {
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
 
+  void scan_for_escapes();
   void on_signal(int signum);
   void reload();
   void shutdown(int exit_code, bool force);
@@ -114,6 +117,9 @@ class Supervisor {
   uint64_t notify_malformed_ = 0;
   TimePoint notify_warned_{};
   std::unique_ptr<cgroup::Manager> cgroups_;
+  // Processes that leave their worker's cgroup (escapes.h).
+  std::unique_ptr<EscapeTracker> escapes_;
+  std::unique_ptr<Timer> escape_scan_;
   std::map<std::string, Program> programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;
   std::vector<std::function<void()>> deferred_;

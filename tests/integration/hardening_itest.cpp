@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "supervisor/escapes.h"
 #include "supervisor/notify/socket.h"
 #include "tests/support/itest.h"
 
@@ -466,6 +467,79 @@ TEST(Hardening, AReloadOfAConfigThatBecameAFifoFailsAndTheRunningConfigStays) {
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(), 0) << "the loop was not stuck in the FIFO";
   EXPECT_EQ(r.count("app[0] started"), 1u);
+}
+
+// A shell line that moves the shell into the root cgroup of every cgroup
+// hierarchy mounted here, as a root worker can.
+std::string escape_all_cgroups() {
+  std::string line;
+  for (const cgroup::MountEntry& m : cgroup::parse_mountinfo(read_text("/proc/self/mountinfo")))
+    if (m.fstype == "cgroup" || m.fstype == "cgroup2")
+      line += "echo $$ > " + m.mount_point + "/cgroup.procs; ";
+  return line;
+}
+
+bool in_cgroup(pid_t pid, const std::string& cgroup) {
+  return read_text("/proc/" + std::to_string(pid) + "/cgroup").find(cgroup + "\n") !=
+         std::string::npos;
+}
+
+// Defect 8: a root worker's child that writes itself into another cgroup
+// survived recycler's stop, and nothing said so. recycler notices it (it is
+// the subreaper of its workers' processes), says so once, and kills it when
+// the worker stops.
+TEST(Hardening, AProcessThatLeavesItsWorkersCgroupIsReportedAndKilledAtStop) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string script = sb.write("escape.sh", "sh -c '" + escape_all_cgroups() +
+                                                 "echo escaped=$$; exec sleep 1000' &\n"
+                                                 "exec sleep 1000\n");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sh", ")" + script + R"("]
+    stop: {timeout: 2s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex("app\\[0\\] out \\| escaped=([0-9]+)"), &m));
+  pid_t escaped = std::stoi(m[1]);
+  EXPECT_FALSE(in_cgroup(escaped, sb.worker_cgroup("app", 0))) << "it left";
+  // Noticed while the worker runs (a scan every 10 s).
+  EXPECT_TRUE(r.wait_for("app[0]: pid " + std::to_string(escaped) + " (",
+                         EscapeTracker::kScanInterval + scaled(10s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_TRUE(wait_gone(escaped, 5s)) << "pid " << escaped << " outlived recycler";
+  EXPECT_EQ(r.count("app[0]: killed pid " + std::to_string(escaped)), 1u) << r.output();
+  if (process_exists(escaped)) ::kill(escaped, SIGKILL);
+}
+
+// Defect 8: the escapee goes when its worker's run ends, while recycler
+// (and the worker's next run) go on.
+TEST(Hardening, AProcessThatLeftItsCgroupIsKilledWhenItsWorkersRunEnds) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string script = sb.write("escape.sh", "sh -c '" + escape_all_cgroups() +
+                                                 "echo escaped=$$; exec sleep 1000' &\n"
+                                                 "exec sleep 1000\n");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sh", ")" + script + R"("]
+    restart: {mode: always, backoff: {initial: 100ms, max: 1s, reset_after: 60s}}
+    policies:
+      - max_lifetime: {after: 1s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex("app\\[0\\] out \\| escaped=([0-9]+)"), &m));
+  pid_t escaped = std::stoi(m[1]);
+  // max_lifetime recycles the worker: its run ends, and with it the escapee.
+  ASSERT_TRUE(r.wait_for("app[0] recycle:", scaled(10s)));
+  EXPECT_TRUE(r.wait_for("app[0]: killed pid " + std::to_string(escaped), scaled(10s)));
+  EXPECT_TRUE(wait_gone(escaped, 5s));
+  ASSERT_TRUE(r.wait_for("app[0] started: pid", scaled(10s))) << "the next run";
+  EXPECT_FALSE(r.wait_exit(0ms)) << "recycler runs on";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+  if (process_exists(escaped)) ::kill(escaped, SIGKILL);
 }
 
 }  // namespace

@@ -1,0 +1,205 @@
+#include "supervisor/escapes.h"
+
+#include <dirent.h>
+#include <poll.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include "supervisor/log.h"
+#include "supervisor/probe/parse.h"
+#include "supervisor/util/fd.h"
+#include "supervisor/util/pidfd.h"
+
+namespace recycler {
+namespace {
+
+using cgroup::WorkerId;
+using Clock = std::chrono::steady_clock;
+
+// Deeper process trees than this are not followed (a loop cannot happen, a
+// fork chain that deep is no worker's).
+constexpr int kMaxDepth = 4096;
+
+struct Proc {
+  pid_t ppid = 0;
+  pid_t session = 0;
+  uint64_t start = 0;
+};
+
+// Every live process: one read of /proc/PID/stat each.
+std::map<pid_t, Proc> read_table(const std::string& proc) {
+  std::map<pid_t, Proc> out;
+  DIR* d = ::opendir(proc.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+    auto text = read_file(proc + "/" + e->d_name + "/stat");
+    auto stat = text ? probe::parse_stat(*text) : std::nullopt;
+    if (!stat || stat->state == 'Z' || stat->state == 'X') continue;
+    out[pid] =
+        Proc{static_cast<pid_t>(stat->ppid), static_cast<pid_t>(stat->session), stat->starttime};
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string comm_of(const std::string& proc, pid_t pid) {
+  std::string comm = read_file(proc + "/" + std::to_string(pid) + "/comm").value_or("?");
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  return comm;
+}
+
+std::string name_of(const WorkerId& id) {
+  return id.program + "[" + std::to_string(id.slot) + "]";
+}
+
+}  // namespace
+
+EscapeTracker::EscapeTracker(std::string proc, pid_t self, const cgroup::Manager& cgroups)
+    : proc_(std::move(proc)), self_(self), cgroups_(cgroups) {}
+
+void EscapeTracker::started(const WorkerId& worker, pid_t pid) {
+  if (sessions_.size() >= kMaxSessions) sessions_.pop_front();
+  sessions_.emplace_back(pid, worker);
+}
+
+void EscapeTracker::scan() {
+  std::map<pid_t, Proc> table = read_table(proc_);
+  // Which processes descend from recycler (memoised along each chain).
+  std::map<pid_t, bool> below;
+  auto descends = [&](pid_t pid) {
+    std::vector<pid_t> chain;
+    bool result = false;
+    for (pid_t p = pid; static_cast<int>(chain.size()) < kMaxDepth;) {
+      if (p == self_) {
+        result = true;
+        break;
+      }
+      if (auto m = below.find(p); m != below.end()) {
+        result = m->second;
+        break;
+      }
+      auto it = table.find(p);
+      if (it == table.end() || p <= 1) break;
+      chain.push_back(p);
+      p = it->second.ppid;
+    }
+    for (pid_t c : chain) below[c] = result;
+    return result;
+  };
+  std::map<pid_t, Known> members;
+  std::vector<pid_t> outside;
+  for (const auto& [pid, p] : table) {
+    if (pid == self_ || !descends(pid)) continue;
+    if (auto owner = cgroups_.owner_of(pid))
+      members[pid] = Known{p.start, std::move(owner)};
+    else
+      outside.push_back(pid);
+  }
+  auto worker_in = [&](const std::map<pid_t, Known>& known, pid_t pid,
+                       std::optional<uint64_t> start) -> std::optional<WorkerId> {
+    auto it = known.find(pid);
+    if (it == known.end() || (start && it->second.start != *start)) return std::nullopt;
+    return it->second.worker;
+  };
+  for (pid_t pid : outside) {
+    const Proc& p = table.at(pid);
+    if (auto it = escaped_.find(pid); it != escaped_.end() && it->second.start == p.start) continue;
+    std::optional<WorkerId> from;
+    // Its nearest ancestor inside a worker...
+    for (pid_t a = p.ppid; !from && a != self_;) {
+      from = worker_in(members, a, std::nullopt);
+      auto it = table.find(a);
+      if (it == table.end()) break;
+      a = it->second.ppid;
+    }
+    // ...else the worker it was in at the last scan, else the one whose
+    // session it is in (a worker's main process leads its session).
+    if (!from) from = worker_in(members_, pid, p.start);
+    for (auto it = sessions_.rbegin(); !from && it != sessions_.rend(); ++it)
+      if (it->first == p.session) from = it->second;
+    escaped_[pid] = Known{p.start, from};
+    std::string comm = comm_of(proc_, pid);
+    if (from) {
+      std::string name = name_of(*from);
+      log::event(log::Level::Warn, "escaped",
+                 fmt::format("{}: pid {} ({}) has left its cgroup: no limit applies to it and "
+                             "its memory no longer counts; it will be killed when {} stops "
+                             "(run workers with user: to prevent this)",
+                             name, pid, comm, name),
+                 {{"program", from->program}, {"slot", from->slot}, {"pid", pid}});
+    } else {
+      log::event(log::Level::Warn, "escaped",
+                 fmt::format("pid {} ({}), started by a worker, is in no worker's cgroup; it "
+                             "will be killed when recycler stops",
+                             pid, comm),
+                 {{"pid", pid}});
+    }
+  }
+  std::erase_if(escaped_, [&](const auto& e) {
+    auto it = table.find(e.first);
+    return it == table.end() || it->second.start != e.second.start;
+  });
+  members_ = std::move(members);
+}
+
+bool EscapeTracker::signal_checked(pid_t pid, uint64_t start) {
+  UniqueFd fd(pidfd_open(pid));
+  if (!fd) return false;
+  // The pidfd pins the process: if its start time is the one recorded, it
+  // is the same process, and stays so.
+  auto text = read_file(proc_ + "/" + std::to_string(pid) + "/stat");
+  auto stat = text ? probe::parse_stat(*text) : std::nullopt;
+  if (!stat || stat->starttime != start) return false;
+  return pidfd_send_signal(fd.get(), SIGKILL) == 0;
+}
+
+size_t EscapeTracker::kill(const WorkerId& worker) {
+  size_t n = 0;
+  for (auto it = escaped_.begin(); it != escaped_.end();) {
+    if (it->second.worker != worker) {
+      ++it;
+      continue;
+    }
+    std::string comm = comm_of(proc_, it->first);
+    if (signal_checked(it->first, it->second.start)) {
+      ++n;
+      log::info("{}: killed pid {} ({}), which had left its cgroup", name_of(worker), it->first,
+                comm);
+    }
+    it = escaped_.erase(it);
+  }
+  return n;
+}
+
+size_t EscapeTracker::kill_all(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  size_t n = 0;
+  // A killed process's children come back to recycler: look again.
+  for (int round = 0; round < 16; ++round) {
+    scan();
+    if (escaped_.empty()) break;
+    std::vector<UniqueFd> dying;
+    for (const auto& [pid, known] : escaped_) {
+      UniqueFd fd(pidfd_open(pid));
+      std::string comm = comm_of(proc_, pid);
+      if (!fd || !signal_checked(pid, known.start)) continue;
+      ++n;
+      log::info("killed pid {} ({}), which had left {}", pid, comm,
+                known.worker ? name_of(*known.worker) + "'s cgroup" : "every worker's cgroup");
+      dying.push_back(std::move(fd));
+    }
+    escaped_.clear();
+    for (const UniqueFd& fd : dying) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return n;
+      pollfd p{fd.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    }
+  }
+  return n;
+}
+
+}  // namespace recycler
