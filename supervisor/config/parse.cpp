@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -931,23 +932,84 @@ void parse_programs(const Field* f, const YAML::Mark& root, Config& config, cons
     config.programs.push_back(parse_program(name, program, base, r));
 }
 
+// Where each YAML document of a text starts and where its content does, for
+// at most `limit` documents. yaml-cpp 0.7's LoadAll never returns on a stray
+// ',' after a document (it yields null documents at that place forever):
+// events, counted, end.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  struct Document {
+    YAML::Mark start;
+    YAML::Mark content;
+  };
+  static std::vector<Document> of(const std::string& text, size_t limit) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    while (starts.documents_.size() < limit && parser.HandleNextDocument(starts)) {
+    }
+    return std::move(starts.documents_);
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    documents_.push_back({mark, mark});
+    first_ = true;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { content(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { content(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    content(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    content(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    content(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void content(const YAML::Mark& mark) {
+    if (std::exchange(first_, false) && !documents_.empty()) documents_.back().content = mark;
+  }
+
+  std::vector<Document> documents_;
+  bool first_ = false;
+};
+
 LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base) {
   Report r(file);
-  std::vector<YAML::Node> documents;
+  std::string text(yaml);
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(std::string(yaml));
+    std::vector<DocumentStarts::Document> documents = DocumentStarts::of(text, 2);
+    if (documents.size() > 1) {
+      const DocumentStarts::Document& second = documents[1];
+      size_t pos = second.start.pos < 0 ? text.size() : static_cast<size_t>(second.start.pos);
+      std::string_view at = std::string_view(text).substr(std::min(pos, text.size()));
+      if (at.starts_with("---") || at.starts_with("..."))
+        r.error(second.content, "the config must be a single YAML document");
+      else
+        r.error(second.start, "invalid YAML: unexpected " +
+                                  (at.empty() ? std::string("end of file") : quote(at.substr(0, 1))));
+      return std::move(r).finish(std::nullopt);
+    }
+    document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     r.error(e.mark.is_null() ? start_of_file() : e.mark, "invalid YAML: " + e.msg);
     return std::move(r).finish(std::nullopt);
   }
-  if (documents.empty() || documents[0].IsNull()) {
+  if (!document || document.IsNull()) {
     r.error(start_of_file(), "the config is empty; expected a map with a \"programs\" key");
     return std::move(r).finish(std::nullopt);
   }
-  if (documents.size() > 1)
-    r.error(documents[1].Mark(), "the config must be a single YAML document");
 
-  Field root{"", documents[0]};
+  Field root{"", document};
   if (!root.value.IsMap()) {
     r.error(start_of_file(), "the config must be a map with a \"programs\" key");
     return std::move(r).finish(std::nullopt);

@@ -902,6 +902,13 @@ programs: {b: {command: [/bin/true]}}
               ElementsAre("test.yaml:3:1: error: the config must be a single YAML document"));
 }
 
+TEST(Document, AStrayCommaIsAnErrorNotAnEndlessStreamOfDocuments) {
+  // Found by tests/fuzz: yaml-cpp's LoadAll never returned on these.
+  EXPECT_THAT(errors(",x\n"), ElementsAre("test.yaml:1:1: error: invalid YAML: unexpected \",\""));
+  EXPECT_THAT(errors("programs: {a: {command: [x]}}\n,\n"),
+              ElementsAre("test.yaml:2:1: error: invalid YAML: end of map not found"));
+}
+
 TEST(Document, EveryErrorIsReportedInFileOrder) {
   // Sections are checked in a fixed order (log last here, though it comes
   // first in the checks); the report follows the file.
