@@ -91,7 +91,7 @@ struct Unit {
 
 // Matched case-insensitively, so "1.5G", "512m" and "2gib" all work. Plain
 // bytes are spelled "B" only: a lowercase "b" reads as bits.
-constexpr std::array<Unit, 13> kSizeUnits{{{"", 1},
+constexpr std::array<Unit, 19> kSizeUnits{{{"", 1},
                                            {"k", 1ULL << 10},
                                            {"ki", 1ULL << 10},
                                            {"kib", 1ULL << 10},
@@ -103,7 +103,15 @@ constexpr std::array<Unit, 13> kSizeUnits{{{"", 1},
                                            {"gib", 1ULL << 30},
                                            {"t", 1ULL << 40},
                                            {"ti", 1ULL << 40},
-                                           {"tib", 1ULL << 40}}};
+                                           {"tib", 1ULL << 40},
+                                           // format_size prints these for
+                                           // what is larger: they read back.
+                                           {"p", 1ULL << 50},
+                                           {"pi", 1ULL << 50},
+                                           {"pib", 1ULL << 50},
+                                           {"e", 1ULL << 60},
+                                           {"ei", 1ULL << 60},
+                                           {"eib", 1ULL << 60}}};
 
 std::optional<uint64_t> size_factor(std::string_view unit) {
   std::string key = lowercase(unit);
@@ -114,7 +122,7 @@ std::optional<uint64_t> size_factor(std::string_view unit) {
 
 bool is_decimal_size_unit(std::string_view unit) {
   std::string key = lowercase(unit);
-  return key == "kb" || key == "mb" || key == "gb" || key == "tb" || key == "pb";
+  return key == "kb" || key == "mb" || key == "gb" || key == "tb" || key == "pb" || key == "eb";
 }
 
 struct SignalName {
@@ -246,8 +254,13 @@ std::optional<int> parse_signal(std::string_view text, std::string* error) {
     int sig = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), sig);
     if (ec == std::errc() && ptr == text.data() + text.size()) {
-      if (sig >= 1 && sig <= SIGRTMAX) return sig;
-      return fail<int>(error, "signal numbers range from 1 to " + std::to_string(SIGRTMAX));
+      if (sig < 1 || sig > SIGRTMAX)
+        return fail<int>(error, "signal numbers range from 1 to " + std::to_string(SIGRTMAX));
+      // 32 and 33: between the standard signals and SIGRTMIN, glibc's own
+      // (threads); no program expects them.
+      if (signal_name(sig).starts_with("signal "))
+        return fail<int>(error, "signal " + std::to_string(sig) + " is reserved by the C library");
+      return sig;
     }
     return fail<int>(error, "unknown signal");
   }
@@ -267,10 +280,12 @@ std::string format_size(uint64_t bytes) {
   while (unit + 1 < std::size(kUnitNames) && bytes >= (1ULL << (10 * (unit + 1)))) ++unit;
   if (unit == 0) return std::to_string(bytes) + " B";
   // Round to the nearest hundredth, which may carry into the next unit
-  // (1023.999 KiB prints as "1 MiB", not "1024 KiB").
+  // (1023.999 KiB prints as "1 MiB", not "1024 KiB"); in EiB, down, so that
+  // the largest sizes do not print as 16 EiB, which parse_size refuses.
   auto hundredths = [&](size_t u) {
     u128 factor = static_cast<u128>(1) << (10 * u);
-    return static_cast<uint64_t>((static_cast<u128>(bytes) * 100 + factor / 2) / factor);
+    u128 half = u + 1 < std::size(kUnitNames) ? factor / 2 : 0;
+    return static_cast<uint64_t>((static_cast<u128>(bytes) * 100 + half) / factor);
   };
   uint64_t value = hundredths(unit);
   if (value >= 1024 * 100 && unit + 1 < std::size(kUnitNames)) value = hundredths(++unit);

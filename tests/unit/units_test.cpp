@@ -237,7 +237,8 @@ TEST(FormatSize, FractionsRoundToTwoDecimalsWithoutTrailingZeros) {
 
 TEST(FormatSize, RoundingCarriesIntoTheNextUnit) {
   EXPECT_EQ(format_size(MiB - 1), "1 MiB");
-  EXPECT_EQ(format_size(std::numeric_limits<uint64_t>::max()), "16 EiB");
+  // ...except past the largest unit: 16 EiB would not parse back.
+  EXPECT_EQ(format_size(std::numeric_limits<uint64_t>::max()), "15.99 EiB");
 }
 
 // --- format_duration --------------------------------------------------------
@@ -277,6 +278,23 @@ TEST(FormatDuration, OutputParsesBackToTheSameValue) {
 }
 
 // --- signal_name ------------------------------------------------------------
+
+TEST(ParseSize, WhatFormatSizePrintsForHugeSizesReadsBack) {
+  // Found by tests/fuzz: format_size printed "3.1 PiB", which did not parse.
+  EXPECT_EQ(format_size(3491113434911134), "3.1 PiB");
+  EXPECT_EQ(parse_size("3PiB"), 3ULL << 50);
+  EXPECT_EQ(parse_size("2E"), 2ULL << 60);
+  EXPECT_EQ(parse_size("16EiB"), std::nullopt) << "past 2^64";
+}
+
+TEST(ParseSignal, TheCLibrarysReservedNumbersAreRefused) {
+  // Found by tests/fuzz: 32 parsed, but its name ("signal 32") did not.
+  std::string why;
+  EXPECT_EQ(parse_signal("32", &why), std::nullopt);
+  EXPECT_EQ(why, "signal 32 is reserved by the C library");
+  EXPECT_EQ(parse_signal("33"), std::nullopt);
+  EXPECT_EQ(parse_signal("34"), SIGRTMIN);
+}
 
 TEST(SignalName, NamesStandardSignals) {
   EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
