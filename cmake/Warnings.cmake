@@ -16,3 +16,8 @@ if(RECYCLER_SANITIZE)
   endif()
   target_link_options(recycler_options INTERFACE -fsanitize=${RECYCLER_SANITIZE})
 endif()
+if(RECYCLER_FUZZ)
+  # Coverage for libFuzzer in every project target; the fuzz binaries link
+  # the fuzzer itself (tests/fuzz).
+  target_compile_options(recycler_options INTERFACE -fsanitize=fuzzer-no-link)
+endif()
