@@ -1,0 +1,263 @@
+// Faults, with the real binary and real processes: workers that misbehave
+// (ignore SIGTERM and double-fork away, fork-bomb, crash-loop, restart a
+// thousand times) and faults of recycler itself (SIGKILL and a new start,
+// SIGSTOP, a storm of SIGHUPs with good and bad configs). Each test asserts
+// what a user relies on: nothing left behind, nothing lost, and a leaking
+// neighbour still recycled in time.
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+// A worker leaking 64 MiB/s, recycled at 64 MiB (its cgroup allows 160).
+std::string leaking_neighbour() {
+  return R"(  leak:
+    command: [")" +
+         leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
+    limits: {memory_max: 160MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)";
+}
+
+// Every recycle of the neighbour was in time (within half a second of
+// leaking past its limit); how many there were.
+size_t neighbour_recycles_in_time(const Recycler& r) {
+  static const std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
+  size_t n = 0;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (!std::regex_search(line, m, recycle)) continue;
+    ++n;
+    EXPECT_LT(std::stod(m[1]), 96.0) << line;
+  }
+  return n;
+}
+
+size_t open_fds(pid_t pid) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+uint64_t rss_kib(pid_t pid) {
+  std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+  std::smatch m;
+  static const std::regex re(R"(VmRSS:\s+([0-9]+) kB)");
+  return std::regex_search(status, m, re) ? std::stoull(m[1]) : 0;
+}
+
+// Under AddressSanitizer freed memory waits in a 256 MB quarantine, so RSS
+// grows with any allocation: a small one makes RSS mean growth.
+Recycler::Options measured(const Sandbox& sb) {
+  Recycler::Options o;
+  o.join_fds = sb.join_fds();
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  o.env.push_back(std::string("ASAN_OPTIONS=") + (asan ? asan : "") + ":quarantine_size_mb=1");
+  return o;
+}
+
+TEST(Fault, SigtermIgnoredByDoubleForkedSetsidGrandchildrenStillStopsEverythingInTime) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // Each grandchild leaves its session and its parent, and ignores SIGTERM.
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  stubborn:
+    command: "trap '' TERM; for i in 1 2 3; do (setsid sh -c 'trap \"\" TERM; exec sleep 1000' &) ; done; echo ready; while :; do sleep 1; done"
+    stop: {timeout: 2s}
+)" + leaking_neighbour()));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("stubborn[0] out | ready"));
+  ASSERT_TRUE(r.wait_for_count("leak[0] recycle:", 2, scaled(20s)));
+  std::string dir = sb.worker_dir("stubborn", 0);
+  std::vector<pid_t> pids = cgroup_pids(dir);
+  EXPECT_GE(pids.size(), 4u) << "the shell and three setsid sleeps";
+  auto t0 = Clock::now();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_LT(Clock::now() - t0, scaled(4s)) << "stop.timeout, then SIGKILL to the cgroup";
+  for (pid_t p : pids) EXPECT_FALSE(process_exists(p)) << "pid " << p;
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_GE(neighbour_recycles_in_time(r), 2u);
+}
+
+TEST(Fault, AForkBombUnderPidsMaxIsContainedAndTheNeighbourIsRecycledInTime) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  bomb:
+    command: "echo bombing; b() { b | b & }; b; exec sleep 1000"
+    limits: {pids_max: 32}
+    stop: {timeout: 2s}
+)" + leaking_neighbour()));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("bomb[0] out | bombing"));
+  ASSERT_TRUE(r.wait_for_count("leak[0] recycle:", 3, scaled(30s)));
+  std::string pids_dir = sb.worker_dir("bomb", 0, "pids");
+  EXPECT_LE(std::stoul(read_text(pids_dir + "/pids.current")), 32u);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  EXPECT_FALSE(fs::exists(sb.worker_dir("bomb", 0))) << "the whole bomb is gone";
+  EXPECT_GE(neighbour_recycles_in_time(r), 3u);
+  EXPECT_EQ(oom_kills(sb, "leak"), std::nullopt) << "its cgroup is gone too";
+}
+
+TEST(Fault, ACrashLoopIsStoppedLoudlyWhileTheNeighbourGoesOn) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  broken:
+    command: "echo crashing; exit 3"
+    restart: {backoff: {initial: 10ms, max: 50ms, reset_after: 60s}, crash_loop: {max: 5, within: 1m}}
+)" + leaking_neighbour()));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("broken[0] FAILED: it exited 5 times within 1m", scaled(20s)));
+  // recycler does not exit while a program still runs, and keeps watching it.
+  ASSERT_TRUE(r.wait_for_count("leak[0] recycle:", 3, scaled(30s)));
+  EXPECT_FALSE(r.wait_exit(0ms));
+  EXPECT_EQ(r.count("broken[0] started"), 5u);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_GE(neighbour_recycles_in_time(r), 3u);
+  EXPECT_FALSE(fs::exists(sb.root_dir())) << "nothing left behind";
+}
+
+TEST(Fault, AKilledRecyclerLeavesNothingOnceItIsStartedAgain) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  sb.use_absolute_root();  // the next recycler must find the same root
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: "sleep 1000 & sleep 1000 & echo ready; wait"
+)" + leaking_neighbour()));
+  std::vector<pid_t> workers;
+  pid_t first_pid = 0;
+  {
+    Recycler first({"run", "-c", cfg}, sb);
+    first_pid = first.pid();
+    ASSERT_TRUE(first.wait_for("app[0] out | ready"));
+    ASSERT_TRUE(first.wait_for("leak[0] recycle:", scaled(20s)));
+    workers = cgroup_pids(sb.worker_dir("app", 0));
+    for (pid_t p : cgroup_pids(sb.worker_dir("leak", 0))) workers.push_back(p);
+    EXPECT_TRUE(fs::exists("/run/recycler/" + std::to_string(first_pid)));
+    first.signal(SIGKILL);
+    ASSERT_TRUE(first.wait_exit());
+  }
+  // The next start kills what the dead one left in its cgroups, removes
+  // them and its notify sockets, and supervises as before.
+  Recycler second({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(second.wait_for("stale worker cgroup"));
+  ASSERT_TRUE(second.wait_for("app[0] out | ready"));
+  for (pid_t p : workers) EXPECT_TRUE(wait_gone(p, 5s)) << "pid " << p;
+  EXPECT_FALSE(fs::exists("/run/recycler/" + std::to_string(first_pid)));
+  ASSERT_TRUE(second.wait_for_count("leak[0] recycle:", 2, scaled(20s)));
+  second.signal(SIGTERM);
+  EXPECT_EQ(second.exit_code(10s), 0);
+  EXPECT_GE(neighbour_recycles_in_time(second), 2u);
+  EXPECT_FALSE(fs::exists(sb.root_dir()));
+}
+
+TEST(Fault, AStoppedRecyclerCatchesUpWhenItIsContinued) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, leaking_neighbour()));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("leak[0] recycle:", scaled(20s)));
+  // While recycler is stopped, nothing recycles the worker: the kernel's
+  // OOM killer does (that is what recycler is for).
+  r.signal(SIGSTOP);
+  auto deadline = Clock::now() + scaled(20s);
+  while (oom_kills(sb, "leak").value_or(0) == 0 && Clock::now() < deadline) {
+    r.collect();
+    std::this_thread::sleep_for(10ms);  // polling the cgroup, bounded by the deadline
+  }
+  ASSERT_EQ(oom_kills(sb, "leak"), 1u);
+  r.signal(SIGCONT);
+  // It sees what happened while it was stopped, and carries on in time.
+  EXPECT_TRUE(r.wait_for("leak[0] was OOM-killed by the kernel", scaled(10s)));
+  EXPECT_TRUE(r.wait_for("leak[0] started: pid", scaled(10s)));
+  EXPECT_TRUE(r.wait_for("leak[0] recycle:", scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_GE(neighbour_recycles_in_time(r), 2u);
+}
+
+TEST(Fault, AThousandRestartsLeaveRssAndOpenFilesFlat) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  flaky:
+    command: ["true"]
+    restart:
+      mode: always
+      backoff: {initial: 1ms, max: 1ms, reset_after: 1h}
+      crash_loop: {max: 1000000, within: 1s}
+)"));
+  Recycler r({"run", "-c", cfg}, measured(sb));
+  ASSERT_TRUE(r.wait_for_count("flaky[0] started", 100, scaled(60s)));
+  uint64_t rss = rss_kib(r.pid());
+  size_t fds = open_fds(r.pid());
+  ASSERT_TRUE(r.wait_for_count("flaky[0] started", 1100, scaled(120s)));
+  uint64_t rss_after = rss_kib(r.pid());
+  size_t fds_after = open_fds(r.pid());
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_LE(fds_after, fds + 2) << "fds: " << fds << " after 100 restarts, " << fds_after
+                                << " after 1100";
+  EXPECT_LT(rss_after, rss + 4 * 1024)
+      << "RSS: " << rss << " kB after 100 restarts, " << rss_after << " kB after 1100";
+  EXPECT_FALSE(fs::exists(sb.worker_dir("flaky", 0)));
+}
+
+TEST(Fault, AStormOfReloadsWithGoodAndBadConfigsKeepsTheLastGoodOne) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  auto config = [&](int version) {
+    return config_yaml(sb, "  app:\n    command: \"echo version " + std::to_string(version) +
+                               "; exec sleep 1000\"\n" + leaking_neighbour());
+  };
+  std::string cfg = sb.write("r.yaml", config(0));
+  Recycler r({"run", "-c", cfg}, measured(sb));
+  ASSERT_TRUE(r.wait_for("app[0] out | version 0"));
+  size_t fds = open_fds(r.pid());
+  int last_good = 0;
+  for (int i = 1; i <= 200; ++i) {
+    if (i % 2) {
+      sb.write("r.yaml", config(i));
+      last_good = i;
+      r.signal(SIGHUP);
+      ASSERT_TRUE(r.wait_for("reloaded: 1 unchanged, 1 restarted", scaled(10s))) << "reload " << i;
+    } else {
+      sb.write("r.yaml", config(i) + "  broken: {command: [x], instances: lots}\n");
+      r.signal(SIGHUP);
+      ASSERT_TRUE(r.wait_for("reload failed: 1 error in", scaled(10s))) << "reload " << i;
+    }
+  }
+  ASSERT_TRUE(r.wait_for("app[0] out | version " + std::to_string(last_good), scaled(10s)));
+  EXPECT_EQ(cgroup_pids(sb.worker_dir("app", 0)).size(), 1u) << "one app, the last good one";
+  EXPECT_LE(open_fds(r.pid()), fds + 2) << "no descriptor leaked by 200 reloads";
+  EXPECT_EQ(r.count("leak: its configuration changed"), 0u)
+      << "the neighbour was never restarted by a reload";
+  ASSERT_TRUE(r.wait_for_count("leak[0] recycle:", 2, scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_GE(neighbour_recycles_in_time(r), 2u);
+  EXPECT_FALSE(fs::exists(sb.root_dir()));
+}
+
+}  // namespace
+}  // namespace recycler::testing
