@@ -331,13 +331,13 @@ uint64_t rss_kib(pid_t pid) {
 
 // Defect 5: with requests.pattern and a (?<pid>...) group, every new number
 // in the output added a table entry (and, with scope: process, a process to
-// scan on every line). A worker printing 3,000,000 made-up pids now leaves
+// scan on every line). A worker printing 1,000,000 made-up pids now leaves
 // recycler's memory where it was, and its neighbour is recycled in time.
 TEST(Hardening, MadeUpPidsInAWorkersOutputNeitherGrowRecyclerNorSlowItDown) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
   std::string script =
-      sb.write("fake.sh", R"(seq 1000000 3999999 | sed 's/.*/<&> "GET \/ HTTP\/1.1" 200/'
+      sb.write("fake.sh", R"(seq 1000000 1999999 | sed 's/.*/<&> "GET \/ HTTP\/1.1" 200/'
 echo done
 exec sleep 1000
 )");
