@@ -503,7 +503,7 @@ TEST(Hardening, AProcessThatLeavesItsWorkersCgroupIsReportedAndKilledAtStop) {
   ASSERT_TRUE(r.wait_for(std::regex("app\\[0\\] out \\| escaped=([0-9]+)"), &m));
   pid_t escaped = std::stoi(m[1]);
   EXPECT_FALSE(in_cgroup(escaped, sb.worker_cgroup("app", 0))) << "it left";
-  // Noticed while the worker runs (a scan every 10 s).
+  // Noticed while the worker runs (a scan every EscapeTracker::kScanInterval).
   EXPECT_TRUE(r.wait_for("app[0]: pid " + std::to_string(escaped) + " (",
                          EscapeTracker::kScanInterval + scaled(10s)));
   r.signal(SIGTERM);
