@@ -197,8 +197,11 @@ size_t EscapeTracker::kill_all(std::chrono::milliseconds timeout) {
       std::string comm = comm_of(proc_, pid);
       if (!fd || !signal_checked(pid, known.start)) continue;
       ++n;
-      log::info("killed pid {} ({}), which had left {}", pid, comm,
-                known.worker ? name_of(*known.worker) + "'s cgroup" : "every worker's cgroup");
+      if (known.worker)
+        log::info("{}: killed pid {} ({}), which had left its cgroup", name_of(*known.worker), pid,
+                  comm);
+      else
+        log::info("killed pid {} ({}), which was in no worker's cgroup", pid, comm);
       dying.push_back(std::move(fd));
     }
     escaped_.clear();

@@ -252,8 +252,10 @@ void ProgramMonitor::sample(Slot& slot) {
     std::erase_if(run.pid_requests, [&](const auto& e) {
       return !std::binary_search(pids.begin(), pids.end(), e.first);
     });
-    run.members = {pids.begin(), pids.end()};
-    run.members_fresh = true;
+    if (matcher_) {  // only pids that output names are checked against it
+      run.members = {pids.begin(), pids.end()};
+      run.members_fresh = true;
+    }
   }
   slot.last_sample = now;
   if (slot.timeline) {

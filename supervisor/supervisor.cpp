@@ -70,11 +70,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  if (ProgramMonitor* m = monitor_of(w)) m->on_state_change(w);
                  if (w.state() == WorkerState::Running && escapes_)
                    escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
-                 // A run has ended: what left the worker's cgroup goes with it.
-                 if (w.state() == WorkerState::Exited && escapes_) {
-                   escapes_->scan();
-                   escapes_->kill({w.program().name, w.slot()});
-                 }
+                 if (w.state() == WorkerState::Exited) run_ended(w);
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc) {
@@ -496,6 +492,20 @@ void Supervisor::shutdown(int exit_code, bool force) {
         w->stop(one_stopped);
     }
   }
+}
+
+void Supervisor::run_ended(const Worker& worker) {
+  // What left the worker's cgroup goes with its run: one scan for all the
+  // runs that end in the same turn of the loop (a stop of many workers). At
+  // shutdown, finish_shutdown kills whatever is left anyway.
+  if (!escapes_ || shutting_down_) return;
+  runs_ended_.push_back({worker.program().name, worker.slot()});
+  if (runs_ended_.size() > 1) return;
+  defer([this] {
+    escapes_->scan();
+    for (const cgroup::WorkerId& id : runs_ended_) escapes_->kill(id);
+    runs_ended_.clear();
+  });
 }
 
 void Supervisor::scan_for_escapes() {

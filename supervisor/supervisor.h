@@ -78,6 +78,7 @@ class Supervisor {
   Worker* worker_of(pid_t pid);
 
   void scan_for_escapes();
+  void run_ended(const Worker& worker);
   void on_signal(int signum);
   void reload();
   void shutdown(int exit_code, bool force);
@@ -120,6 +121,7 @@ class Supervisor {
   // Processes that leave their worker's cgroup (escapes.h).
   std::unique_ptr<EscapeTracker> escapes_;
   std::unique_ptr<Timer> escape_scan_;
+  std::vector<cgroup::WorkerId> runs_ended_;  // since the last scan, for their escapees
   std::map<std::string, Program> programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;
   std::vector<std::function<void()>> deferred_;
