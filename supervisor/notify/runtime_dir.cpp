@@ -109,12 +109,15 @@ RuntimeDir::~RuntimeDir() {
   if (base_) remove_tree(base_.get(), name_, 0);
 }
 
+bool RuntimeDir::Access::others() const {
+  return (uid && *uid != ::geteuid()) || (gid && *gid != ::getegid());
+}
+
 Result<UniqueFd> RuntimeDir::make_private_dir(const std::string& name, const Access& access) {
   remove_tree(own_.get(), name, 0);
   if (::mkdirat(own_.get(), name.c_str(), kOwnMode) != 0)
     return errno_error("mkdir " + path_ + "/" + name);
-  bool others =
-      (access.uid && *access.uid != ::geteuid()) || (access.gid && *access.gid != ::getegid());
+  bool others = access.others();
   mode_t mode = others ? kGroupMode : kOwnMode;
   if (others && ::fchownat(own_.get(), name.c_str(), static_cast<uid_t>(-1),
                            access.gid.value_or(::getegid()), AT_SYMLINK_NOFOLLOW) != 0)

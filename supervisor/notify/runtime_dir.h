@@ -42,6 +42,8 @@ class RuntimeDir {
   struct Access {
     std::optional<uid_t> uid;
     std::optional<gid_t> gid;
+    // For workers that do not run as recycler's own user and group.
+    bool others() const;
   };
   // Creates the directory `name` for the workers of `access`, replacing
   // whatever had that name; its fd.

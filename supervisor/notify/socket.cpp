@@ -90,8 +90,7 @@ Result<std::unique_ptr<NotifySocket>> NotifySocket::open_in(uv_loop_t* loop, int
   auto via = unix_address(fmt::format("/proc/self/fd/{}/{}", dirfd, name));
   if (!via || ::bind(fd->get(), via->get(), via->len) != 0)
     return errno_error("notify socket: bind " + address);
-  bool others =
-      (access.uid && *access.uid != ::geteuid()) || (access.gid && *access.gid != ::getegid());
+  bool others = access.others();
   if (others && ::fchownat(dirfd, name.c_str(), access.uid.value_or(::geteuid()),
                            access.gid.value_or(::getegid()), AT_SYMLINK_NOFOLLOW) != 0)
     return errno_error("notify socket: chown " + address);

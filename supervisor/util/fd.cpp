@@ -16,24 +16,25 @@ Error errno_error(const std::string& what) {
   return errno_error(what, errno);
 }
 
-Result<std::string> read_file_at(int dirfd, const std::string& path) {
-  UniqueFd fd(::openat(dirfd, path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return errno_error(path);
+namespace {
+
+// The rest of an open file, at most `max_bytes`.
+Result<std::string> read_all(int fd, const std::string& path, uint64_t max_bytes) {
   std::string out;
-  char buf[4096];
+  char buf[4096];  // cgroup and /proc files fit: one read() and the one that says EOF
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(path);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes)
+      return Error{path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB", EFBIG};
   }
   return out;
 }
-
-namespace {
 
 const char* file_type(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -44,11 +45,13 @@ const char* file_type(mode_t mode) {
   return "not a plain file";
 }
 
-std::string mib(uint64_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
-
 }  // namespace
+
+Result<std::string> read_file_at(int dirfd, const std::string& path) {
+  UniqueFd fd(::openat(dirfd, path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errno_error(path);
+  return read_all(fd.get(), path, UINT64_MAX);
+}
 
 Result<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
@@ -59,22 +62,9 @@ Result<std::string> read_regular_file(const std::string& path, uint64_t max_byte
   if (!S_ISREG(st.st_mode))
     return Error{path + ": not a regular file: " + file_type(st.st_mode), EINVAL};
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
-    return Error{path + ": larger than " + mib(max_bytes), EFBIG};
-  std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    // A file that grows while it is read (or a /proc file, size 0) is bounded too.
-    if (out.size() > max_bytes) return Error{path + ": larger than " + mib(max_bytes), EFBIG};
-  }
-  return out;
+    return Error{path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB", EFBIG};
+  // A file that grows while it is read (or a /proc file, size 0) is bounded too.
+  return read_all(fd.get(), path, max_bytes);
 }
 
 Status write_file_at(int dirfd, const std::string& path, std::string_view data) {

@@ -16,19 +16,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uid_t kNobody = 65534;
-
-// recycler as the unprivileged user nobody, started (as root) where the
-// sandbox's recycler would be: on v2 its delegated cgroup.
-Recycler::Options as_nobody(const Sandbox& sb) {
-  Recycler::Options o;
-  o.join_fds = sb.join_fds();
-  o.uid = kNobody;
-  o.gid = kNobody;
-  o.cwd = sb.tmp();
-  return o;
-}
-
 TEST(Fallback, WithoutCgroupPermissionWorkersRunUnenforcedAndStopCompletely) {
   if (::geteuid() != 0)
     GTEST_SKIP() << "needs root to run recycler as the unprivileged user nobody";

@@ -24,64 +24,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-// A worker leaking 64 MiB/s, recycled at 64 MiB (its cgroup allows 160).
-std::string leaking_neighbour() {
-  return R"(  leak:
-    command: [")" +
-         leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
-    limits: {memory_max: 160MiB}
-    policies:
-      - memory: {metric: anon, limit: 64MiB}
-    stop: {timeout: 2s}
-)";
-}
-
-// Every recycle of the neighbour was in time (within half a second of
-// leaking past its limit); how many there were.
-size_t neighbour_recycles_in_time(const Recycler& r) {
-  static const std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
-  size_t n = 0;
-  for (const std::string& line : r.lines()) {
-    std::smatch m;
-    if (!std::regex_search(line, m, recycle)) continue;
-    ++n;
-    EXPECT_LT(std::stod(m[1]), 96.0) << line;
-  }
-  return n;
-}
-
-// recycler's open files, the fewest of a few looks: a worker that happens to
-// be running holds a few (its pipes, its pidfd) that come and go.
-size_t open_fds(pid_t pid) {
-  size_t fewest = SIZE_MAX;
-  for (int look = 0; look < 50; ++look) {
-    size_t n = 0;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
-         !ec && it != fs::directory_iterator(); it.increment(ec))
-      ++n;
-    fewest = std::min(fewest, n);
-  }
-  return fewest;
-}
-
-uint64_t rss_kib(pid_t pid) {
-  std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-  std::smatch m;
-  static const std::regex re(R"(VmRSS:\s+([0-9]+) kB)");
-  return std::regex_search(status, m, re) ? std::stoull(m[1]) : 0;
-}
-
-// Under AddressSanitizer freed memory waits in a 256 MB quarantine, so RSS
-// grows with any allocation: a small one makes RSS mean growth.
-Recycler::Options measured(const Sandbox& sb) {
-  Recycler::Options o;
-  o.join_fds = sb.join_fds();
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  o.env.push_back(std::string("ASAN_OPTIONS=") + (asan ? asan : "") + ":quarantine_size_mb=1");
-  return o;
-}
-
 TEST(Fault, SigtermIgnoredByDoubleForkedSetsidGrandchildrenStillStopsEverythingInTime) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
@@ -229,7 +171,7 @@ TEST(Fault, AThousandRestartsLeaveRssAndOpenFilesFlat) {
       backoff: {initial: 1ms, max: 1ms, reset_after: 1h}
       crash_loop: {max: 1000000, within: 1s}
 )"));
-  Recycler r({"run", "-c", cfg}, measured(sb));
+  Recycler r({"run", "-c", cfg}, with_honest_rss(in_sandbox(sb)));
   ASSERT_TRUE(r.wait_for_count("flaky[0] started", 100, scaled(60s)));
   uint64_t rss = rss_kib(r.pid());
   size_t fds = open_fds(r.pid());
@@ -253,7 +195,7 @@ TEST(Fault, AStormOfReloadsWithGoodAndBadConfigsKeepsTheLastGoodOne) {
                                "; exec sleep 1000\"\n" + leaking_neighbour());
   };
   std::string cfg = sb.write("r.yaml", config(0));
-  Recycler r({"run", "-c", cfg}, measured(sb));
+  Recycler r({"run", "-c", cfg}, with_honest_rss(in_sandbox(sb)));
   ASSERT_TRUE(r.wait_for("app[0] out | version 0"));
   size_t fds = open_fds(r.pid());
   int last_good = 0;

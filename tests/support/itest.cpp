@@ -431,6 +431,71 @@ pid_t started_pid(const std::string& line) {
   return static_cast<pid_t>(std::stol(m[1]));
 }
 
+Recycler::Options in_sandbox(const Sandbox& sandbox) {
+  Recycler::Options o;
+  o.join_fds = sandbox.join_fds();
+  return o;
+}
+
+Recycler::Options as_nobody(const Sandbox& sandbox) {
+  constexpr uid_t kNobody = 65534;
+  Recycler::Options o = in_sandbox(sandbox);
+  o.uid = kNobody;
+  o.gid = kNobody;
+  o.cwd = sandbox.tmp();
+  return o;
+}
+
+Recycler::Options with_honest_rss(Recycler::Options options) {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  options.env.push_back(std::string("ASAN_OPTIONS=") + (asan ? asan : "") +
+                        ":quarantine_size_mb=1");
+  return options;
+}
+
+uint64_t rss_kib(pid_t pid) {
+  std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+  std::smatch m;
+  static const std::regex re(R"(VmRSS:\s+([0-9]+) kB)");
+  return std::regex_search(status, m, re) ? std::stoull(m[1]) : 0;
+}
+
+size_t open_fds(pid_t pid) {
+  size_t fewest = SIZE_MAX;
+  for (int look = 0; look < 50; ++look) {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec))
+      ++n;
+    fewest = std::min(fewest, n);
+  }
+  return fewest;
+}
+
+std::string leaking_neighbour() {
+  return R"(  leak:
+    command: [")" +
+         leaky_bin() + R"(", "--rate", "64MiB", "--max", "1GiB"]
+    limits: {memory_max: 160MiB}
+    policies:
+      - memory: {metric: anon, limit: 64MiB}
+    stop: {timeout: 2s}
+)";
+}
+
+size_t neighbour_recycles_in_time(const Recycler& r) {
+  static const std::regex recycle(R"(leak\[0\] recycle: anon ([0-9.]+) MiB > 64 MiB)");
+  size_t n = 0;
+  for (const std::string& line : r.lines()) {
+    std::smatch m;
+    if (!std::regex_search(line, m, recycle)) continue;
+    ++n;
+    EXPECT_LT(std::stod(m[1]), 96.0) << line;
+  }
+  return n;
+}
+
 std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                         const std::string& extra_top_level) {
   return "cgroup_root: " + sandbox.cgroup_root() + "\n" + extra_top_level + "programs:\n" +

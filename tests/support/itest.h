@@ -159,4 +159,25 @@ std::optional<uint64_t> oom_kills(const Sandbox& sandbox, const std::string& pro
 // cgroup.procs of a directory.
 std::vector<pid_t> cgroup_pids(const std::string& dir);
 
+// recycler started where the sandbox's recycler would be (v2: its delegated cgroup).
+Recycler::Options in_sandbox(const Sandbox& sandbox);
+// The same, as the unprivileged user nobody (so without cgroups), in its tmp().
+Recycler::Options as_nobody(const Sandbox& sandbox);
+// Under AddressSanitizer freed memory waits in a 256 MB quarantine and RSS
+// grows with any allocation: a small one makes RSS mean growth.
+Recycler::Options with_honest_rss(Recycler::Options options);
+
+// A process's VmRSS (kB) and open files (the fewest of a few looks: a
+// running worker's pipes and pidfd come and go).
+uint64_t rss_kib(pid_t pid);
+size_t open_fds(pid_t pid);
+
+// The program `leak` (YAML, indented under `programs:`): a worker leaking
+// 64 MiB/s, recycled at anon 64 MiB, in a cgroup allowing 160 MiB. The
+// neighbour that tests of faults and floods keep an eye on.
+std::string leaking_neighbour();
+// Checks that each of its recycles in `r`'s log came in time (below 96 MiB,
+// half a second of leaking past the limit); how many there were.
+size_t neighbour_recycles_in_time(const Recycler& r);
+
 }  // namespace recycler::testing
