@@ -47,7 +47,8 @@ std::map<pid_t, Proc> read_table(const std::string& proc) {
     ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf) : -1;
     if (n <= 0) continue;
     auto stat = probe::parse_stat(std::string_view(buf, static_cast<size_t>(n)));
-    if (!stat || stat->state == 'Z' || stat->state == 'X') continue;
+    // An exiting process has left its cgroup already: it has not escaped.
+    if (!stat || stat->state == 'Z' || stat->state == 'X' || stat->exiting()) continue;
     out[static_cast<pid_t>(std::atol(e->d_name))] =
         Proc{static_cast<pid_t>(stat->ppid), static_cast<pid_t>(stat->session), stat->starttime};
   }

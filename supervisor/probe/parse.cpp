@@ -221,18 +221,20 @@ std::optional<ProcStat> parse_stat(std::string_view text) {
   if (close == std::string_view::npos) return std::nullopt;
   std::string_view rest = text.substr(close + 1);
   ProcStat out;
-  std::optional<uint64_t> ppid, session, start;
+  std::optional<uint64_t> ppid, session, flags, start;
   for (int i = 3; i <= 22; ++i) {
     std::string_view field = next_token(rest);
     if (field.empty()) return std::nullopt;
     if (i == 3) out.state = field.size() == 1 ? field[0] : '?';
     if (i == 4) ppid = parse_u64(field);
     if (i == 6) session = parse_u64(field);
+    if (i == 9) flags = parse_u64(field);
     if (i == 22) start = parse_u64(field);
   }
-  if (!ppid || !session || !start) return std::nullopt;
+  if (!ppid || !session || !flags || !start) return std::nullopt;
   out.ppid = *ppid;
   out.session = *session;
+  out.flags = *flags;
   out.starttime = *start;
   return out;
 }

@@ -59,13 +59,18 @@ std::optional<uint64_t> parse_statm_rss(std::string_view text, uint64_t page_siz
 std::optional<uint32_t> parse_stat_threads(std::string_view text);
 
 // The /proc/PID/stat fields that say who a process is and where it hangs:
-// state (3), parent (4), session (6) and start time (22, clock ticks after
-// boot: with the pid, it tells a process from a later one with the same pid).
+// state (3), parent (4), session (6), the kernel's flags (9) and start time
+// (22, clock ticks after boot: with the pid, it tells a process from a later
+// one with the same pid).
 struct ProcStat {
   char state = '?';
   uint64_t ppid = 0;
   uint64_t session = 0;
+  uint64_t flags = 0;
   uint64_t starttime = 0;
+  // PF_EXITING: the process is on its way out (and has already left its
+  // cgroup, which /proc/PID/cgroup shows as the root).
+  bool exiting() const { return flags & 0x4; }
 };
 std::optional<ProcStat> parse_stat(std::string_view text);
 

@@ -60,13 +60,13 @@ class Escapes : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(proc_, ec);
   }
-  // A process in the fake /proc: its parent and session.
-  void process(pid_t pid, pid_t ppid, pid_t session, const std::string& comm,
-               uint64_t start = 1000) {
+  // A process in the fake /proc: its parent and session (and kernel flags).
+  void process(pid_t pid, pid_t ppid, pid_t session, const std::string& comm, uint64_t start = 1000,
+               unsigned flags = 0) {
     fs::create_directories(proc_ + "/" + std::to_string(pid));
     std::ofstream(proc_ + "/" + std::to_string(pid) + "/stat")
-        << pid << " (" << comm << ") S " << ppid << " " << session << " " << session
-        << " 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " << start << " 0 0\n";
+        << pid << " (" << comm << ") S " << ppid << " " << session << " " << session << " 0 -1 "
+        << flags << " 0 0 0 0 0 0 0 0 20 0 1 0 " << start << " 0 0\n";
     std::ofstream(proc_ + "/" + std::to_string(pid) + "/comm") << comm << "\n";
   }
   void gone(pid_t pid) { fs::remove_all(proc_ + "/" + std::to_string(pid)); }
@@ -128,6 +128,17 @@ TEST_F(Escapes, WhatCannotBeAttributedIsStillReported) {
   EXPECT_THAT(log.all(),
               HasSubstr("pid 300 (stray), started by a worker, is in no worker's cgroup; it will "
                         "be killed when recycler stops"));
+}
+
+TEST_F(Escapes, AnExitingProcessHasLeftItsCgroupButNotEscaped) {
+  // The kernel takes an exiting process out of its cgroup before it is a
+  // zombie: a worker stopping at the moment of a scan is no escapee.
+  process(200, kRecycler, 200, "worker", 1000, 0x4);  // PF_EXITING
+  EscapeTracker t(proc_, kRecycler, cgroups);
+  t.started({"web", 0}, 200);
+  t.scan();
+  EXPECT_EQ(t.escapees(), 0u);
+  EXPECT_THAT(log.matching("left"), IsEmpty());
 }
 
 TEST_F(Escapes, ProcessesOutsideRecyclersTreeAreNotItsBusiness) {

@@ -301,7 +301,12 @@ TEST(ParseStat, ReadsStateParentSessionAndStartTime) {
   EXPECT_EQ(st->state, 'S');
   EXPECT_EQ(st->ppid, 17u);
   EXPECT_EQ(st->session, 4240u);
+  EXPECT_EQ(st->flags, 4194560u);
+  EXPECT_FALSE(st->exiting());
   EXPECT_EQ(st->starttime, 675810u);
+  auto dying = parse_stat("7 (x) R 1 7 7 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0\n");
+  ASSERT_TRUE(dying);
+  EXPECT_TRUE(dying->exiting()) << "PF_EXITING";
 }
 
 TEST(ParseStat, TruncatedOrMalformedIsEmpty) {
