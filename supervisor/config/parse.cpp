@@ -995,8 +995,8 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
       if (at.starts_with("---") || at.starts_with("..."))
         r.error(second.content, "the config must be a single YAML document");
       else
-        r.error(second.start, "invalid YAML: unexpected " +
-                                  (at.empty() ? std::string("end of file") : quote(at.substr(0, 1))));
+        r.error(second.start, "invalid YAML: unexpected " + (at.empty() ? std::string("end of file")
+                                                                        : quote(at.substr(0, 1))));
       return std::move(r).finish(std::nullopt);
     }
     document = YAML::Load(text);
