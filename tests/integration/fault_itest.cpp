@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -135,8 +136,7 @@ TEST(Fault, AStoppedRecyclerCatchesUpWhenItIsContinued) {
   std::string usage = dir + (sb.v2() ? "/memory.current" : "/memory.usage_in_bytes");
   auto past_its_limit = [&] {
     return oom_kills(sb, "leak").value_or(0) > 0 ||
-           std::stoull("0" + read_text(usage).substr(0, read_text(usage).find('\n'))) >=
-               (72ULL << 20);
+           std::strtoull(read_text(usage).c_str(), nullptr, 10) >= (72ULL << 20);
   };
   auto deadline = Clock::now() + scaled(30s);
   while (!past_its_limit() && Clock::now() < deadline) {

@@ -411,8 +411,12 @@ TEST_F(MemoryWatchTest, RemovingAWatchedCgroupIsQuiet) {
 TEST_F(MemoryWatchTest, FiftyWatchesOnOneLoopTakeOneInotifyFdOnV2AndAnEventfdEachOnV1) {
   constexpr int kWatches = 50;
   std::vector<std::unique_ptr<TestCgroup>> cgroups;
-  for (int i = 0; i < kWatches; ++i)
-    cgroups.push_back(std::make_unique<TestCgroup>(base(), "w" + std::to_string(i)));
+  for (int i = 0; i < kWatches; ++i) {
+    // Appended, not "w" + to_string(i): GCC 12 -O2 warns falsely (-Wrestrict) there.
+    std::string name = "w";
+    name += std::to_string(i);
+    cgroups.push_back(std::make_unique<TestCgroup>(base(), name));
+  }
   FdCount before = count_fds();
   std::vector<int> calls(kWatches, 0);
   std::vector<std::unique_ptr<MemoryWatch>> watches;
