@@ -287,6 +287,19 @@ Recycler::~Recycler() {
   }
 }
 
+bool Recycler::wait_readable(int fd, Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    collect();
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    pollfd p[2] = {{fd, POLLIN, 0}, {out_.get(), POLLIN, 0}};
+    int n = ::poll(p, out_ ? 2 : 1, static_cast<int>(std::max<Millis::rep>(0, left.count())));
+    if (n > 0 && (p[0].revents & POLLIN)) return true;
+    if (n < 0 && errno != EINTR) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
 void Recycler::collect() {
   while (read_some(Millis{0})) {
   }

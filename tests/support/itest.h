@@ -112,6 +112,10 @@ class Recycler {
   bool wait_for(const std::regex& re, std::smatch* match, Millis timeout = 10s);
   // Waits until `n` lines in all contain `needle`, in whatever order they came.
   bool wait_for_count(const std::string& needle, size_t n, Millis timeout = 10s);
+  // Waits until `fd` is readable (e.g. a FIFO a worker writes to: worker
+  // output may be dropped when the test reads too slowly, this never is),
+  // reading recycler's output meanwhile; false on timeout.
+  bool wait_readable(int fd, Millis timeout);
   // Reads whatever output is there now, without waiting: a test that keeps
   // busy for long must call it, or recycler blocks on a full pipe.
   void collect();
