@@ -308,10 +308,10 @@ exec sleep 1000
   Recycler r({"run", "-c", cfg}, std::move(o));
   ASSERT_TRUE(r.wait_for_count("started: pid", 2));
   uint64_t before = rss_kib(r.pid());
-  EXPECT_TRUE(r.wait_for(
-      "printer[0]: its output names pid 1000000 as serving a request, which "
-      "is not one of its processes",
-      scaled(10s)));
+  EXPECT_TRUE(
+      r.wait_for("printer[0]: its output names pid 1000000 as serving a request, which "
+                 "is not one of its processes",
+                 scaled(10s)));
   ASSERT_TRUE(r.wait_readable(done.get(), scaled(120s))) << "the worker's flood never ended";
   uint64_t after = rss_kib(r.pid());
   EXPECT_LT(after, before + 16 * 1024)
