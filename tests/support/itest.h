@@ -117,7 +117,8 @@ class Recycler {
   // reading recycler's output meanwhile; false on timeout.
   bool wait_readable(int fd, Millis timeout);
   // Reads whatever output is there now, without waiting: a test that keeps
-  // busy for long must call it, or recycler blocks on a full pipe.
+  // busy for long must call it, or recycler drops worker output once its
+  // stderr pipe is full (its own lines wait, up to 16 MiB).
   void collect();
   // How many lines so far contain `needle`.
   size_t count(const std::string& needle) const;
