@@ -172,6 +172,7 @@ TEST(Fault, AThousandRestartsLeaveRssAndOpenFilesFlat) {
       crash_loop: {max: 1000000, within: 1s}
 )"));
   Recycler r({"run", "-c", cfg}, with_honest_rss(in_sandbox(sb)));
+  // A leak of one descriptor per ten restarts would show as +100.
   ASSERT_TRUE(r.wait_for_count("flaky[0] started", 100, scaled(60s)));
   uint64_t rss = rss_kib(r.pid());
   size_t fds = open_fds(r.pid());

@@ -475,7 +475,8 @@ uint64_t rss_kib(pid_t pid) {
 
 size_t open_fds(pid_t pid) {
   size_t fewest = SIZE_MAX;
-  for (int look = 0; look < 50; ++look) {
+  for (auto until = std::chrono::steady_clock::now() + 200ms;
+       std::chrono::steady_clock::now() < until;) {
     size_t n = 0;
     std::error_code ec;
     for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);

@@ -172,9 +172,12 @@ Recycler::Options as_nobody(const Sandbox& sandbox);
 // grows with any allocation: a small one makes RSS mean growth.
 Recycler::Options with_honest_rss(Recycler::Options options);
 
-// A process's VmRSS (kB) and open files (the fewest of a few looks: a
-// running worker's pipes and pidfd come and go).
+// A process's VmRSS (kB).
 uint64_t rss_kib(pid_t pid);
+// The files a process keeps open: the fewest seen while looking without
+// pause for 200 ms. A restart in flight holds up to a dozen more for a few
+// ms (the child's pipes, its pidfd, /dev/null); 200 ms of looks always
+// catch a moment between two, even when a worker restarts every few ms.
 size_t open_fds(pid_t pid);
 
 // The program `leak` (YAML, indented under `programs:`): a worker leaking
