@@ -35,15 +35,15 @@ struct Proc {
 // most of a scan's cost).
 std::map<pid_t, Proc> read_table(const std::string& proc) {
   std::map<pid_t, Proc> out;
-  UniqueFd root(::open(proc.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  DIR* d = root ? ::fdopendir(::dup(root.get())) : nullptr;
+  DIR* d = ::opendir(proc.c_str());
   if (!d) return out;
+  int root = ::dirfd(d);
   char path[300];
   char buf[1024];
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     std::snprintf(path, sizeof path, "%s/stat", e->d_name);
-    UniqueFd fd(::openat(root.get(), path, O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::openat(root, path, O_RDONLY | O_CLOEXEC));
     ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf) : -1;
     if (n <= 0) continue;
     auto stat = probe::parse_stat(std::string_view(buf, static_cast<size_t>(n)));

@@ -18,10 +18,18 @@ Error errno_error(const std::string& what) {
 
 namespace {
 
-// The rest of an open file, at most `max_bytes`.
-Result<std::string> read_all(int fd, const std::string& path, uint64_t max_bytes) {
+std::string too_large(const std::string& path, uint64_t max_bytes) {
+  return path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB";
+}
+
+// The rest of an open file, at most `max_bytes`; `size` (from fstat, where
+// known) is reserved up front.
+Result<std::string> read_all(int fd, const std::string& path, uint64_t max_bytes, size_t size = 0) {
   std::string out;
-  char buf[4096];  // cgroup and /proc files fit: one read() and the one that says EOF
+  out.reserve(size);
+  // cgroup and /proc files fit: one read() and the one that says EOF. Only
+  // what read() fills is touched, so a large buffer costs them nothing.
+  char buf[65536];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
@@ -30,8 +38,7 @@ Result<std::string> read_all(int fd, const std::string& path, uint64_t max_bytes
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_bytes)
-      return Error{path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB", EFBIG};
+    if (out.size() > max_bytes) return Error{too_large(path, max_bytes), EFBIG};
   }
   return out;
 }
@@ -62,9 +69,9 @@ Result<std::string> read_regular_file(const std::string& path, uint64_t max_byte
   if (!S_ISREG(st.st_mode))
     return Error{path + ": not a regular file: " + file_type(st.st_mode), EINVAL};
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
-    return Error{path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB", EFBIG};
+    return Error{too_large(path, max_bytes), EFBIG};
   // A file that grows while it is read (or a /proc file, size 0) is bounded too.
-  return read_all(fd.get(), path, max_bytes);
+  return read_all(fd.get(), path, max_bytes, static_cast<size_t>(st.st_size));
 }
 
 Status write_file_at(int dirfd, const std::string& path, std::string_view data) {
