@@ -63,6 +63,11 @@ class Launcher {
   // before the callback returns.
   virtual Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag tag,
                                                   ExitCallback on_exit) = 0;
+  // A handle on a process recycler did not start (a child of a pre-fork
+  // server's master), through a pidfd: signal() can never reach a later
+  // process that reuses its pid, and `on_exit` runs from the loop once it has
+  // exited (its status is its parent's to reap). An error when it is gone.
+  virtual Result<std::unique_ptr<Process>> attach(pid_t pid, std::function<void()> on_exit) = 0;
 };
 
 // The real Launcher. One per loop; it also reaps children it does not know
@@ -74,6 +79,8 @@ class ProcessTable final : public Launcher {
 
   Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag tag,
                                           ExitCallback on_exit) override;
+  // process_attach.cpp
+  Result<std::unique_ptr<Process>> attach(pid_t pid, std::function<void()> on_exit) override;
   // SIGCHLD: reap every child that has exited, dispatching to its Process.
   void reap_children();
 

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <map>
 
@@ -30,6 +31,22 @@ const char* to_string(WorkerState state) {
       return "backoff";
     case WorkerState::Failed:
       return "failed";
+  }
+  return "?";
+}
+
+const char* to_string(StopPhase phase) {
+  switch (phase) {
+    case StopPhase::None:
+      return "none";
+    case StopPhase::Checkpointing:
+      return "checkpointing";
+    case StopPhase::Recycling:
+      return "recycling";
+    case StopPhase::StopSigterm:
+      return "stop-sigterm";
+    case StopPhase::StopSigkill:
+      return "stop-sigkill";
   }
   return "?";
 }
@@ -81,6 +98,7 @@ Worker::Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConf
 
 Worker::~Worker() {
   timer_.reset();
+  signalled_.clear();
   process_.reset();
   Status removed = cgroup_->remove();
   if (!removed) log::warn("{}: cannot remove its cgroup: {}", name_, removed.error().message);
@@ -92,8 +110,14 @@ std::optional<pid_t> Worker::pid() const {
   return std::nullopt;
 }
 
+void Worker::set_phase(StopPhase phase) {
+  phase_ = phase;
+}
+
 void Worker::set_state(WorkerState s) {
   state_ = s;
+  // Single processes signalled are watched no longer: nothing of the slot runs.
+  if (s == WorkerState::Stopped || s == WorkerState::Failed) signalled_.clear();
   if (ctx_.on_state_change) ctx_.on_state_change(*this);
 }
 
@@ -108,6 +132,7 @@ void Worker::spawn() {
   timer_.reset();
   process_.reset();
   ++generation_;
+  set_phase(StopPhase::None);
   set_state(WorkerState::Starting);
   oom_kills_at_start_ = cgroup_->oom_kills();
 
@@ -171,6 +196,7 @@ OutputTag Worker::output_tag() {
 void Worker::on_exit(ExitStatus status) {
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - started_at_);
   timer_.reset();  // the stop timeout, if any
+  set_phase(StopPhase::None);
   last_exit_ = status;
   last_uptime_ = uptime;
   report_exit(status, uptime);
@@ -306,6 +332,9 @@ void Worker::stop(std::function<void()> done) {
       if (done) done();
       return;
     case WorkerState::Stopping:
+      // A recycle under way ends in a stop now; the signal is out already.
+      if (phase_ == StopPhase::Recycling) set_phase(StopPhase::StopSigterm);
+      [[fallthrough]];
     case WorkerState::Exited:
     case WorkerState::Starting:
       stop_requested_ = true;
@@ -322,14 +351,14 @@ void Worker::stop(std::function<void()> done) {
       fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
                   config::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
       {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
-  send_stop_signal();
+  send_stop_signal(StopPhase::StopSigterm);
 }
 
 bool Worker::recycle(Duration delay, RecycleCause cause) {
   if (state_ != WorkerState::Running || stop_requested_) return false;
   recycle_delay_ = delay;
   cause_ = std::move(cause);
-  send_stop_signal();
+  send_stop_signal(StopPhase::Recycling);
   return true;
 }
 
@@ -337,13 +366,64 @@ void Worker::expect_clean_exit(RecycleCause cause) {
   if (state_ == WorkerState::Running) clean_exit_ = std::move(cause);
 }
 
-void Worker::send_stop_signal() {
+int Worker::checkpoint(int signal, RecycleCause cause) {
+  if (state_ != WorkerState::Running || !process_) return ESRCH;
+  // The main process is recycler's child and not reaped yet: its pidfd is its own.
+  errno = ESRCH;
+  if (!process_->signal(signal)) return errno;
+  set_phase(StopPhase::Checkpointing);
+  expect_clean_exit(std::move(cause));
+  return 0;
+}
+
+SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit) {
+  if (signalled_.count(pid)) return SignalResult::Sent;
+  // A pre-fork server's master reaps its own children, so the pid may be
+  // gone (or reused) by now. The pidfd pins the process; it must still be in
+  // the worker's cgroup after that.
+  auto attached = ctx_.launcher.attach(pid, [this, pid] {
+    auto it = signalled_.find(pid);
+    if (it == signalled_.end()) return;
+    auto done = std::move(it->second.on_exit);
+    signalled_.erase(it);  // the Process too: its callback is over once this returns
+    if (done) done();
+  });
+  if (!attached) return SignalResult::NotMember;
+  std::vector<pid_t> pids = cgroup_->pids();
+  if (std::find(pids.begin(), pids.end(), pid) == pids.end()) return SignalResult::NotMember;
+  Signalled& entry = signalled_[pid];
+  entry.process = std::move(attached.value());
+  entry.on_exit = std::move(on_exit);
+  // A process that ignores its signal gets what a stop gets: SIGKILL after stop.timeout.
+  bool sent = terminate(*entry.process, signal, entry.escalate, [this, pid] {
+    auto it = signalled_.find(pid);
+    if (it == signalled_.end()) return;
+    log::warn("{} pid {} still running {} after it was signalled; killing it", name_, pid,
+              format_duration(program_->stop.timeout));
+    it->second.process->signal(SIGKILL);
+  });
+  if (!sent) {
+    signalled_.erase(pid);
+    return SignalResult::Gone;
+  }
+  return SignalResult::Sent;
+}
+
+bool Worker::terminate(Process& process, int signal, std::unique_ptr<Timer>& escalate,
+                       std::function<void()> kill) {
+  bool sent = process.signal(signal);
+  escalate = ctx_.timers.after(program_->stop.timeout, std::move(kill));
+  return sent;
+}
+
+void Worker::send_stop_signal(StopPhase phase) {
   const config::StopConfig& s = program_->stop;
+  set_phase(phase);
   set_state(WorkerState::Stopping);
-  process_->signal(s.signal);
-  timer_ = ctx_.timers.after(s.timeout, [this] {
+  terminate(*process_, s.signal, timer_, [this] {
     log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
               format_duration(program_->stop.timeout), config::signal_name(program_->stop.signal));
+    set_phase(StopPhase::StopSigkill);
     cgroup_->kill_all();
     if (process_) process_->signal(SIGKILL);  // in case the main process left its cgroup
   });
@@ -354,6 +434,7 @@ void Worker::kill(std::function<void()> done) {
     stop_requested_ = true;
     if (done) stop_done_.push_back(std::move(done));
     timer_.reset();
+    set_phase(StopPhase::StopSigkill);
     set_state(WorkerState::Stopping);
     cgroup_->kill_all();
     process_->signal(SIGKILL);

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -33,6 +34,26 @@ namespace recycler {
 
 enum class WorkerState { Stopped, Starting, Running, Stopping, Exited, Backoff, Failed };
 const char* to_string(WorkerState state);
+
+// What the worker has asked of its main process, within Running and Stopping
+// (systemd's service states, as finely as recycler needs them):
+//
+//   running:  none -> checkpointing (the checkpoint signal; a clean exit now
+//             ends a recycle, not the program)
+//   stopping: recycling (the stop signal: drain, then the replacement starts)
+//             stop-sigterm (the stop signal: then stopped for good)
+//             stop-sigkill (stop.timeout passed, or kill(): SIGKILL to the cgroup)
+//
+// A stop asked during a recycle turns recycling into stop-sigterm.
+enum class StopPhase { None, Checkpointing, Recycling, StopSigterm, StopSigkill };
+const char* to_string(StopPhase phase);
+
+// What came of Worker::signal_process.
+enum class SignalResult {
+  Sent,
+  NotMember,  // gone, or no longer in the worker's cgroup (the pid was reused)
+  Gone,       // exited between the look and the signal
+};
 
 class Worker;
 
@@ -97,6 +118,17 @@ class Worker {
   // the end of that recycle, not the end of the program: the replacement
   // starts at once, with `cause`. Cleared by the next start.
   void expect_clean_exit(RecycleCause cause);
+  // Asks the running main process to checkpoint: `signal` to it (through its
+  // pidfd) and expect_clean_exit(cause). 0, or the errno of the failure.
+  int checkpoint(int signal, RecycleCause cause);
+  // Recycles one process of the worker (a pre-fork server's child): `signal`
+  // through a pidfd once it is known to be in the worker's cgroup, SIGKILL
+  // after stop.timeout if it is still there; `on_exit` once it has exited
+  // (only after Sent). Forgotten when the worker stops.
+  SignalResult signal_process(pid_t pid, int signal, std::function<void()> on_exit);
+  size_t signalled_processes() const { return signalled_.size(); }
+
+  StopPhase phase() const { return phase_; }
 
   WorkerState state() const { return state_; }
   cgroup::WorkerCgroup& cgroup() const { return *cgroup_; }
@@ -123,7 +155,14 @@ class Worker {
   void after_drain();
   void schedule_restart(Duration uptime, bool failed_start);
   void finish_stop();
-  void send_stop_signal();
+  void send_stop_signal(StopPhase phase);
+  // `process` gets `signal` now, and `escalate` runs `kill` after
+  // stop.timeout unless it is reset first (the process exited). The one
+  // escalation, for the main process and for a single process alike. False
+  // when the signal could not be sent.
+  bool terminate(Process& process, int signal, std::unique_ptr<Timer>& escalate,
+                 std::function<void()> kill);
+  void set_phase(StopPhase phase);
 
   WorkerContext& ctx_;
   std::shared_ptr<const config::ProgramConfig> program_;
@@ -147,6 +186,14 @@ class Worker {
   std::optional<RecycleCause> clean_exit_;  // expect_clean_exit()
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
+  StopPhase phase_ = StopPhase::None;
+  // Single processes signalled by signal_process, until they exit.
+  struct Signalled {
+    std::unique_ptr<Process> process;
+    std::unique_ptr<Timer> escalate;
+    std::function<void()> on_exit;
+  };
+  std::map<pid_t, Signalled> signalled_;
 };
 
 }  // namespace recycler

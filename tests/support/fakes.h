@@ -98,6 +98,27 @@ class FakeLauncher final : public Launcher {
     return std::unique_ptr<Process>(std::make_unique<FakeProcess>(l));
   }
 
+  // A process the worker attached to (attach()): exists while the test says
+  // so; `exit()` runs the worker's callback.
+  struct Attached {
+    pid_t pid;
+    std::vector<int> signals;
+    std::function<void()> on_exit;
+    bool exited = false;
+    void exit() {
+      exited = true;
+      if (auto cb = std::exchange(on_exit, nullptr)) cb();
+    }
+  };
+
+  Result<std::unique_ptr<Process>> attach(pid_t pid, std::function<void()> on_exit) override {
+    if (std::find(alive.begin(), alive.end(), pid) == alive.end())
+      return Error{"fake: no such process", ESRCH};
+    auto a = std::make_shared<Attached>(Attached{pid, {}, std::move(on_exit)});
+    attached[pid] = a;
+    return std::unique_ptr<Process>(std::make_unique<FakeAttached>(a));
+  }
+
   Launched& last() { return *launched.back(); }
   // The process exits: the worker hears about it as from a reaped child.
   void exit_last(ExitStatus status) {
@@ -109,6 +130,8 @@ class FakeLauncher final : public Launcher {
 
   std::vector<std::shared_ptr<Launched>> launched;
   bool fail_next = false;
+  std::vector<pid_t> alive;  // processes attach() finds
+  std::map<pid_t, std::shared_ptr<Attached>> attached;
 
  private:
   class FakeProcess final : public Process {
@@ -123,6 +146,19 @@ class FakeLauncher final : public Launcher {
 
    private:
     std::shared_ptr<Launched> l_;
+  };
+  class FakeAttached final : public Process {
+   public:
+    explicit FakeAttached(std::shared_ptr<Attached> a) : a_(std::move(a)) {}
+    pid_t pid() const override { return a_->pid; }
+    bool signal(int sig) override {
+      if (a_->exited) return false;
+      a_->signals.push_back(sig);
+      return true;
+    }
+
+   private:
+    std::shared_ptr<Attached> a_;
   };
 
   pid_t next_pid_ = 1000;

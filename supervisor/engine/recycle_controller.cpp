@@ -1,0 +1,535 @@
+#include "supervisor/engine/recycle_controller.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+
+#include "supervisor/config/units.h"
+
+namespace recycler::engine {
+
+using config::format_duration;
+using config::LogLevel;
+using policies::RecycleKey;
+
+RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig> program,
+                                     unsigned slots, Clock clock)
+    : program_(std::move(program)),
+      now_(std::move(clock)),
+      queue_(program_->max_concurrent_recycles) {
+  for (const config::PolicyConfig& p : program_->policies) {
+    policies_.push_back(p.policy.get());
+    needs_ |= p.policy->needs();
+  }
+  // A timeline records at least the cgroup's figures (cheap); per-process
+  // ones only when a policy pays for them anyway.
+  if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
+  slots_.reserve(slots);
+  for (unsigned i = 0; i < slots; ++i)
+    slots_.push_back(Slot{std::nullopt,
+                          policies::RecycleLoopGuard(program_->min_uptime,
+                                                     program_->restart.backoff.initial,
+                                                     program_->restart.backoff.max)});
+}
+
+std::string RecycleController::name(unsigned slot) const {
+  return program_->name + "[" + std::to_string(slot) + "]";
+}
+
+// "anon 612 MiB > 600 MiB (memory policy)": what RECYCLER_RECYCLE_REASON says.
+std::string RecycleController::cause_text(size_t policy, const Decision& decision) const {
+  return decision.reason + " (" + std::string(policies_[policy]->name()) + " policy)";
+}
+
+void RecycleController::log(LogLevel level, std::string message) {
+  emit(Log{level, {}, std::move(message), {}});
+}
+
+void RecycleController::event(LogLevel level, std::string event, std::string message,
+                              log::Fields fields) {
+  emit(Log{level, std::move(event), std::move(message), std::move(fields)});
+}
+
+void RecycleController::record(unsigned slot, std::string event, pid_t pid, std::string detail) {
+  if (program_->timeline) emit(Record{slot, std::move(event), pid, std::move(detail)});
+}
+
+bool RecycleController::running(unsigned slot) const {
+  const Slot& s = slots_[slot];
+  return s.run && !s.run->recycling;
+}
+
+void RecycleController::run_started(unsigned slot, unsigned generation, TimePoint started,
+                                    pid_t pid, uint64_t seed) {
+  Slot& s = slots_[slot];
+  if (!s.run || s.run->generation != generation) {
+    end_run(slot);
+    Run run;
+    run.generation = generation;
+    run.pid = pid;
+    run.context.started = started;
+    run.context.memory_max = program_->limits.memory_max;
+    run.context.seed = seed;
+    for (const policies::Policy* p : policies_) run.states.push_back(p->start(run.context));
+    run.growing.assign(policies_.size(), false);
+    run.last.t = now_();
+    s.run = std::move(run);
+  }
+  // A whole-worker recycle is done once its replacement runs.
+  if (queue_.in_flight({slot, 0})) finished({slot, 0});
+}
+
+void RecycleController::end_run(unsigned slot) {
+  Slot& s = slots_[slot];
+  if (s.run && s.run->checkpoint) emit(CancelCheckpointTimer{slot});
+  s.run.reset();
+}
+
+void RecycleController::run_ended(unsigned slot, RunEnd how, bool recycled,
+                                  const std::string& exit) {
+  Slot& s = slots_[slot];
+  switch (how) {
+    case RunEnd::Exited:
+      if (!exit.empty()) record(slot, "exit", 0, exit);
+      // Only recycles chain into a loop: a crash or a stop starts it over.
+      if (!recycled) s.guard.reset();
+      end_run(slot);
+      break;
+    case RunEnd::Stopping:
+      end_run(slot);
+      break;
+    case RunEnd::Finished:
+      end_run(slot);
+      for (auto it = waiting_.begin(); it != waiting_.end();)
+        it = it->first.first == slot ? waiting_.erase(it) : std::next(it);
+      for (auto it = signalled_.begin(); it != signalled_.end();)
+        it = it->second.slot == slot ? signalled_.erase(it) : std::next(it);
+      admit(queue_.forget_slot(slot));
+      break;
+  }
+}
+
+void RecycleController::prepare(unsigned slot, policies::Sample& s,
+                                const std::vector<pid_t>* listed) {
+  Slot& sl = slots_[slot];
+  if (!sl.run) return;
+  Run& run = *sl.run;
+  s.requests = run.requests;
+  s.device = run.device;
+  for (policies::ProcessSample& p : s.processes) {
+    auto it = run.pid_requests.find(p.pid);
+    p.requests = it == run.pid_requests.end() ? 0 : it->second;
+  }
+  run.members_fresh = false;
+  if (listed) {  // forget the counts of processes that are gone
+    std::erase_if(run.pid_requests, [&](const auto& e) {
+      return !std::binary_search(listed->begin(), listed->end(), e.first);
+    });
+    if (program_->requests) {  // only pids that output names are checked against it
+      run.members = {listed->begin(), listed->end()};
+      run.members_fresh = true;
+    }
+  }
+}
+
+void RecycleController::sampled(unsigned slot, policies::Sample sample) {
+  Slot& sl = slots_[slot];
+  if (!sl.run) return;
+  Run& run = *sl.run;
+  run.last = std::move(sample);
+  const policies::Sample& s = run.last;
+  const auto& max = program_->limits.memory_max;
+  if (run.checkpoint && run.checkpoint->overdue && max && s.current &&
+      static_cast<double>(*s.current) >= kOverdueMemoryFraction * static_cast<double>(*max)) {
+    log(LogLevel::Warn,
+        fmt::format("{} is at {} of its {} memory_max and has not confirmed its checkpoint; "
+                    "restarting it without one",
+                    name(slot), config::format_size(*s.current), config::format_size(*max)));
+    return end_checkpoint(slot, "memory", false);
+  }
+  evaluate(slot, run.last, 0);
+}
+
+void RecycleController::evaluate(unsigned slot, policies::Sample& sample, unsigned only_needing) {
+  Run& run = *slots_[slot].run;
+  for (policies::ProcessSample& p : sample.processes)
+    p.recycling = signalled_.count(p.pid) > 0 || waiting_.count({slot, p.pid}) > 0;
+  // Every policy sees every sample (their `for:` clocks must run); then the
+  // whole-worker decision, if any, wins over process-scope ones.
+  std::vector<std::pair<size_t, Decision>> decisions;
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    if (only_needing && !(policies_[i]->needs() & only_needing)) continue;
+    Decision d = policies_[i]->evaluate(sample, *run.states[i]);
+    report_outlook(slot, i);
+    if (observer_) observer_(slot, i, d);
+    if (d) decisions.emplace_back(i, std::move(d));
+  }
+  auto whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
+    return d.second.action != Decision::Action::Signal;
+  });
+  // While a checkpoint is under way, only a plain restart changes anything.
+  if (run.checkpoint || run.asking)
+    whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
+      return d.second.action == Decision::Action::Restart;
+    });
+  if (whole != decisions.end()) return decide(slot, whole->first, std::move(whole->second));
+  for (auto& [i, d] : decisions) {
+    if (!running(slot)) return;
+    decide(slot, i, std::move(d));
+  }
+}
+
+// Logged when a predicting policy starts or stops seeing growth, not on
+// every sample: "train[0] leak: growing: anon +38 MiB/min over 10m, ...".
+void RecycleController::report_outlook(unsigned slot, size_t policy) {
+  Run& run = *slots_[slot].run;
+  const policies::Policy& p = *policies_[policy];
+  const policies::Outlook* outlook = p.outlook(*run.states[policy]);
+  if ((outlook != nullptr) == run.growing[policy]) return;
+  run.growing[policy] = outlook != nullptr;
+  log::Fields fields{{"program", program_->name},
+                     {"slot", slot},
+                     {"generation", run.generation},
+                     {"policy", std::string(p.name())},
+                     {"growing", outlook != nullptr}};
+  if (!outlook) {
+    event(LogLevel::Info, "outlook", fmt::format("{} {}: no longer growing", name(slot), p.name()),
+          std::move(fields));
+    return;
+  }
+  fields.emplace_back("slope_bytes_per_s", static_cast<uint64_t>(std::llround(outlook->slope)));
+  fields.emplace_back("predicted_s", outlook->predicted_s);
+  event(LogLevel::Info, "outlook",
+        fmt::format("{} {}: growing: {}", name(slot), p.name(), outlook->summary),
+        std::move(fields));
+}
+
+void RecycleController::decide(unsigned slot, size_t policy, Decision decision) {
+  if (!running(slot)) return;
+  Run& run = *slots_[slot].run;
+  bool signal = decision.action == Decision::Action::Signal;
+  RecycleKey key{slot, signal ? decision.pid : 0};
+  // A limit that says "restart now" does not wait for a checkpoint asked for
+  // earlier (a spike on top of the leak that asked for it).
+  if (run.checkpoint && decision.action == Decision::Action::Restart) {
+    log(LogLevel::Warn, fmt::format("{}: {} ({} policy) while it checkpoints; restarting it now",
+                                    name(slot), decision.reason, policies_[policy]->name()));
+    run.checkpoint.reset();
+    emit(CancelCheckpointTimer{slot});
+    return restart(slot, policy, cause_text(policy, decision), false);
+  }
+  // Already under way or waiting: a policy fires on every sample until then.
+  if (queue_.in_flight(key) || queue_.queued(key) || (signal && signalled_.count(key.pid))) return;
+  switch (queue_.request(key)) {
+    case policies::RecycleQueue::Admit::Now:
+      carry_out(slot, policy, decision);
+      break;
+    case policies::RecycleQueue::Admit::Queued:
+      log(LogLevel::Info,
+          fmt::format("{} recycle{} waits its turn ({} of at most {} under way): {} ({} policy)",
+                      name(slot), signal ? " pid " + std::to_string(key.pid) : std::string(),
+                      queue_.in_flight_count(), program_->max_concurrent_recycles,
+                      decision.reason, policies_[policy]->name()));
+      waiting_[{key.slot, key.pid}] = Waiting{policy, std::move(decision), run.generation};
+      break;
+    case policies::RecycleQueue::Admit::AlreadyInFlight:
+    case policies::RecycleQueue::Admit::AlreadyQueued:
+      break;
+  }
+}
+
+void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& decision) {
+  if (decision.action == Decision::Action::Signal) {
+    // A pre-fork server's master reaps its own children, so the pid may be
+    // gone (or reused) by now: the worker looks before anything is logged
+    // (process_signalled).
+    signalled_[decision.pid] = InFlight{slot, policy, decision, false};
+    emit(SignalProcess{slot, decision.pid, decision.signal ? decision.signal : SIGTERM});
+    return;
+  }
+  Run& run = *slots_[slot].run;
+  announce(slot, policy, decision, run.pid);
+  if (decision.action == Decision::Action::Checkpoint) {
+    run.asking.emplace(policy, cause_text(policy, decision));
+    emit(AskCheckpoint{slot, program_->checkpoint.signal, run.asking->second});
+    return;
+  }
+  restart(slot, policy, cause_text(policy, decision), false);
+}
+
+// The recycle line and event, and its timeline row.
+void RecycleController::announce(unsigned slot, size_t policy, const Decision& decision,
+                                 pid_t target) {
+  const policies::Policy& p = *policies_[policy];
+  const Slot& s = slots_[slot];
+  log::Fields fields{{"program", program_->name},
+                     {"slot", slot},
+                     {"pid", target},
+                     {"generation", s.run ? s.run->generation : 0u},
+                     {"policy", std::string(p.name())},
+                     {"action", policies::to_string(decision.action)},
+                     {"reason", decision.reason}};
+  if (decision.predicted_s) fields.emplace_back("predicted_s", *decision.predicted_s);
+  record(slot, "recycle", target, cause_text(policy, decision));
+  std::string what = decision.action == Decision::Action::Signal
+                         ? " pid " + std::to_string(target)
+                         : std::string();
+  event(LogLevel::Info, "recycle",
+        fmt::format("{} recycle{}: {} ({} policy)", name(slot), what, decision.reason, p.name()),
+        std::move(fields));
+  if (acted_) acted_(slot, policy, decision);
+}
+
+void RecycleController::restart(unsigned slot, size_t policy, std::string reason, bool resume) {
+  Slot& s = slots_[slot];
+  const policies::Policy& p = *policies_[policy];
+  auto uptime = std::chrono::duration_cast<Duration>(now_() - s.run->context.started);
+  Duration delay =
+      s.guard.on_recycle(uptime, p.may_loop(), std::to_string(policy) + std::string(p.name()));
+  if (delay > Duration{0}) {
+    event(LogLevel::Warn, "recycle_loop",
+          fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
+                      "it starts near its limit; its next start waits {} (recycle loop {})",
+                      name(slot), p.name(), format_duration(uptime),
+                      format_duration(program_->min_uptime), format_duration(delay),
+                      s.guard.loops()),
+          {{"program", program_->name},
+           {"slot", slot},
+           {"policy", std::string(p.name())},
+           {"delay_s", static_cast<double>(delay.count()) / 1000.0},
+           {"loops", s.guard.loops()}});
+  }
+  s.run->recycling = true;
+  s.run->asking.reset();
+  emit(RecycleWorker{slot, delay, std::move(reason), resume});
+}
+
+void RecycleController::recycle_refused(unsigned slot) {
+  finished({slot, 0});
+}
+
+void RecycleController::checkpoint_failed(unsigned slot, pid_t pid, const std::string& why) {
+  Slot& s = slots_[slot];
+  if (!s.run || !s.run->asking) return;
+  auto [policy, reason] = std::move(*s.run->asking);
+  s.run->asking.reset();
+  log(LogLevel::Warn,
+      fmt::format("{}: cannot ask pid {} to checkpoint ({}); restarting it without one",
+                  name(slot), pid, why));
+  restart(slot, policy, std::move(reason), false);
+}
+
+void RecycleController::checkpoint_sent(unsigned slot, pid_t pid) {
+  Slot& s = slots_[slot];
+  if (!s.run || !s.run->asking) return;
+  Run& run = *s.run;
+  auto [policy, reason] = std::move(*run.asking);
+  run.asking.reset();
+  const config::CheckpointConfig& c = program_->checkpoint;
+  event(LogLevel::Info, "checkpoint",
+        fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
+                    "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
+                    name(slot), config::signal_name(c.signal), pid, format_duration(c.timeout),
+                    c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)" : ""),
+        {{"program", program_->name},
+         {"slot", slot},
+         {"pid", pid},
+         {"generation", run.generation},
+         {"signal", config::signal_name(c.signal)},
+         {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
+  record(slot, "checkpoint", pid, config::signal_name(c.signal));
+  Checkpointing& cp = run.checkpoint.emplace();
+  cp.policy = policy;
+  cp.reason = std::move(reason);
+  cp.since = now_();
+  emit(ArmCheckpointTimer{slot, c.timeout});
+}
+
+void RecycleController::checkpoint_timer_fired(unsigned slot) {
+  Slot& s = slots_[slot];
+  if (!s.run || !s.run->checkpoint || s.run->checkpoint->overdue) return;
+  Checkpointing& cp = *s.run->checkpoint;
+  const config::CheckpointConfig& c = program_->checkpoint;
+  if (c.on_timeout == config::CheckpointTimeout::Wait) {
+    cp.overdue = true;
+    const auto& max = program_->limits.memory_max;
+    log(LogLevel::Warn,
+        fmt::format("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
+                    name(slot), format_duration(c.timeout),
+                    max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
+                        : std::string()));
+    return;
+  }
+  log(LogLevel::Warn,
+      fmt::format("{} has not confirmed its checkpoint after {}; restarting it without one "
+                  "(on_timeout: restart)",
+                  name(slot), format_duration(c.timeout)));
+  end_checkpoint(slot, "timeout", false);
+}
+
+// The checkpoint is over (confirmed or timed out): stop the worker and start
+// its replacement, resuming from the checkpoint when there is one.
+void RecycleController::end_checkpoint(unsigned slot, std::string_view why, bool resume) {
+  Run& run = *slots_[slot].run;
+  Checkpointing cp = std::move(*run.checkpoint);
+  run.checkpoint.reset();
+  emit(CancelCheckpointTimer{slot});
+  log(LogLevel::Debug,
+      fmt::format("{}: checkpoint over ({}) after {}", name(slot), why,
+                  format_duration(std::chrono::duration_cast<Duration>(now_() - cp.since))));
+  restart(slot, cp.policy, std::move(cp.reason), resume);
+}
+
+void RecycleController::process_signalled(unsigned slot, pid_t pid, Signalled result) {
+  auto it = signalled_.find(pid);
+  if (it == signalled_.end() || it->second.slot != slot || it->second.sent) return;
+  RecycleKey key{slot, pid};
+  switch (result) {
+    case Signalled::NotMember:
+      log(LogLevel::Debug, fmt::format("{}: pid {} exited before its recycle", name(slot), pid));
+      signalled_.erase(it);
+      forget_process(key);
+      finished(key);
+      return;
+    case Signalled::Gone:
+      announce(slot, it->second.policy, it->second.decision, pid);
+      log(LogLevel::Debug, fmt::format("{}: pid {} is gone already", name(slot), pid));
+      signalled_.erase(it);
+      finished(key);
+      return;
+    case Signalled::Sent:
+      announce(slot, it->second.policy, it->second.decision, pid);
+      it->second.sent = true;
+      return;
+  }
+}
+
+void RecycleController::process_exited(unsigned slot, pid_t pid) {
+  auto it = signalled_.find(pid);
+  if (it == signalled_.end() || it->second.slot != slot) return;
+  signalled_.erase(it);
+  RecycleKey key{slot, pid};
+  forget_process(key);
+  finished(key);
+}
+
+void RecycleController::forget_process(RecycleKey key) {
+  // Until the next sample, request reports are evaluated on the last one: a
+  // process known to be gone must not stay a candidate there.
+  Slot& s = slots_[key.slot];
+  if (!s.run) return;
+  std::erase_if(s.run->last.processes,
+                [&](const policies::ProcessSample& p) { return p.pid == key.pid; });
+  s.run->pid_requests.erase(key.pid);
+}
+
+void RecycleController::finished(RecycleKey key) {
+  admit(queue_.finish(key));
+}
+
+void RecycleController::admit(const std::vector<RecycleKey>& keys) {
+  for (const RecycleKey& key : keys) {
+    auto it = waiting_.find({key.slot, key.pid});
+    if (it == waiting_.end()) {
+      finished(key);
+      continue;
+    }
+    Waiting waiting = std::move(it->second);
+    waiting_.erase(it);
+    const Slot& s = slots_[key.slot];
+    if (running(key.slot) && s.run->generation == waiting.generation)
+      carry_out(key.slot, waiting.policy, waiting.decision);
+    else
+      finished(key);
+  }
+}
+
+void RecycleController::notified(unsigned slot, pid_t sender, const notify::NotifyMessage& m) {
+  Slot& s = slots_[slot];
+  if (!s.run) return;
+  Run& run = *s.run;
+  if (m.device_bytes) run.device = m.device_bytes;
+  if (m.ready && !run.ready) {
+    run.ready = true;
+    log(LogLevel::Debug, fmt::format("{} is ready (READY=1 from pid {})", name(slot), sender));
+  }
+  if (m.status) log(LogLevel::Debug, fmt::format("{} status: {}", name(slot), *m.status));
+  if (m.checkpointed) {
+    if (!run.checkpoint) {
+      log(LogLevel::Debug,
+          fmt::format("{}: RECYCLER_CHECKPOINTED=1 from pid {} with no checkpoint asked for",
+                      name(slot), sender));
+    } else {
+      auto took = std::chrono::duration_cast<Duration>(now_() - run.checkpoint->since);
+      event(LogLevel::Info, "checkpointed",
+            fmt::format("{} checkpointed in {} (pid {}); restarting it to resume", name(slot),
+                        format_duration(took), sender),
+            {{"program", program_->name},
+             {"slot", slot},
+             {"pid", sender},
+             {"generation", run.generation},
+             {"took_s", static_cast<double>(took.count()) / 1000.0}});
+      record(slot, "checkpointed", sender, format_duration(took));
+      return end_checkpoint(slot, "confirmed", true);
+    }
+  }
+  if (m.requests && *m.requests > 0) requests(slot, sender, *m.requests);
+}
+
+bool RecycleController::known_member(unsigned slot, pid_t pid) const {
+  const Slot& s = slots_[slot];
+  return s.run && s.run->members.count(pid) > 0;
+}
+
+bool RecycleController::members_fresh(unsigned slot) const {
+  const Slot& s = slots_[slot];
+  return s.run && s.run->members_fresh;
+}
+
+void RecycleController::set_members(unsigned slot, const std::vector<pid_t>& pids) {
+  Slot& s = slots_[slot];
+  if (!s.run) return;
+  s.run->members = {pids.begin(), pids.end()};
+  s.run->members_fresh = true;
+}
+
+bool RecycleController::warn_stranger_once(unsigned slot) {
+  Slot& s = slots_[slot];
+  return s.run && !std::exchange(s.run->warned_stranger, true);
+}
+
+void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64_t n) {
+  Slot& sl = slots_[slot];
+  if (!sl.run) return;
+  Run& run = *sl.run;
+  run.requests += n;
+  if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
+    // Only the worker's processes get here: forget those that are gone.
+    std::erase_if(run.pid_requests, [&](const auto& e) { return !run.members.count(e.first); });
+    if (run.pid_requests.size() >= kMaxTrackedPids) pid.reset();
+  }
+  if (pid) run.pid_requests[*pid] += n;
+  if (!(needs_ & policies::kNeedsRequests)) return;
+  // The request-counting policies look at once, on the last sample with the
+  // new counts (memory figures stay as last measured; those policies skip it).
+  policies::Sample& s = run.last;
+  s.t = now_();
+  s.requests = run.requests;
+  if (pid) {
+    auto it = std::find_if(s.processes.begin(), s.processes.end(),
+                           [&](const policies::ProcessSample& p) { return p.pid == *pid; });
+    if (it == s.processes.end()) {
+      policies::ProcessSample p;
+      p.pid = *pid;
+      p.main = run.pid == *pid;
+      s.processes.push_back(p);
+      it = std::prev(s.processes.end());
+    }
+    it->requests = run.pid_requests[*pid];
+  }
+  evaluate(slot, s, policies::kNeedsRequests);
+}
+
+}  // namespace recycler::engine

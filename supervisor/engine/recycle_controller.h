@@ -1,0 +1,257 @@
+// The decision engine of one program: every decision recycler takes about its
+// workers, with no event loop and no I/O, so that the runtime (monitor.h) and
+// `recycler replay` (timeline/replay.h) run the very same procedure.
+//
+//   events in                          commands out (take())
+//   run_started / run_ended            RecycleWorker  (Worker::recycle)
+//   sampled (after prepare)            AskCheckpoint  (Worker::checkpoint)
+//   requests, notified                 SignalProcess  (Worker::signal_process)
+//   checkpoint_sent / _failed          ArmCheckpointTimer, CancelCheckpointTimer
+//   recycle_refused                    Record         (a timeline event row)
+//   process_signalled / _exited        Log            (a log line or event)
+//   checkpoint_timer_fired
+//
+// It owns:
+//   - the policies' state per run, and the outlook transitions it logs;
+//   - the precedence between decisions of one sample: every policy sees every
+//     sample (their `for:` clocks must run), then the first whole-worker
+//     decision wins over process-scope ones; while a checkpoint is under way
+//     only a restart changes anything, and it overtakes the checkpoint;
+//   - the program's RecycleQueue (at most max_concurrent_recycles under way,
+//     the rest wait in turn) and each slot's RecycleLoopGuard;
+//   - the checkpoint protocol: ask, then restart with RECYCLER_RESUME=1 once
+//     it is confirmed (RECYCLER_CHECKPOINTED=1) or the worker exits cleanly
+//     (Worker), or without it after checkpoint.timeout (on_timeout: restart),
+//     or, with on_timeout: wait, once memory nears memory_max.
+//
+// Commands are carried out by the caller after the event returns, in order;
+// what comes of them (a refused recycle, a process already gone) comes back
+// as an event. Time comes from the injected clock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include "policies/policy.h"
+#include "policies/recycle_gate.h"
+#include "supervisor/config/config.h"
+#include "supervisor/log_fields.h"
+#include "supervisor/notify/message.h"
+
+namespace recycler::engine {
+
+using config::Duration;
+using policies::Decision;
+using policies::TimePoint;
+
+// Stop the worker gracefully and start its replacement after `delay`.
+struct RecycleWorker {
+  unsigned slot = 0;
+  Duration delay{0};
+  std::string reason;  // RECYCLER_RECYCLE_REASON
+  bool resume = false;
+};
+// Send the checkpoint signal to the main process; answer with
+// checkpoint_sent() or checkpoint_failed().
+struct AskCheckpoint {
+  unsigned slot = 0;
+  int signal = 0;
+  std::string reason;  // of the restart that follows
+};
+// Signal one process of the worker (it must be in its cgroup), SIGKILL after
+// stop.timeout; answer with process_signalled(), then process_exited().
+struct SignalProcess {
+  unsigned slot = 0;
+  pid_t pid = 0;
+  int signal = 0;
+};
+struct ArmCheckpointTimer {
+  unsigned slot = 0;
+  Duration delay{0};
+};
+struct CancelCheckpointTimer {
+  unsigned slot = 0;
+};
+// One row of the slot's timeline events file.
+struct Record {
+  unsigned slot = 0;
+  std::string event;
+  pid_t pid = 0;
+  std::string detail;
+};
+// A log line: an event when `event` is set, else a plain message.
+struct Log {
+  config::LogLevel level = config::LogLevel::Info;
+  std::string event;
+  std::string message;
+  log::Fields fields;
+};
+using Command = std::variant<RecycleWorker, AskCheckpoint, SignalProcess, ArmCheckpointTimer,
+                             CancelCheckpointTimer, Record, Log>;
+
+// How a run ended, as far as decisions go.
+enum class RunEnd {
+  Exited,     // the main process exited (on its own, or as asked)
+  Stopping,   // asked to stop or to recycle; or waiting to start again
+  Finished,   // stopped for good, or failed: nothing of the slot is under way
+};
+
+// What came of a SignalProcess.
+enum class Signalled {
+  Sent,
+  NotMember,  // exited (and maybe reused) before it could be signalled
+  Gone,       // exited between the look and the signal
+};
+
+class RecycleController {
+ public:
+  using Clock = std::function<TimePoint()>;
+  // What the caller sees of each policy's decision on every evaluation,
+  // whether or not it is carried out (replay reports them).
+  using Observer = std::function<void(unsigned slot, size_t policy, const Decision&)>;
+  // A decision carried out: logged and recorded as a recycle.
+  using Acted = std::function<void(unsigned slot, size_t policy, const Decision&)>;
+
+  RecycleController(std::shared_ptr<const config::ProgramConfig> program, unsigned slots,
+                    Clock clock);
+
+  // Sampled at all: there are policies, or a timeline to record.
+  bool active() const { return !policies_.empty() || program_->timeline.has_value(); }
+  // The Needs bits of the probes, per sample.
+  unsigned needs() const { return needs_; }
+  const std::vector<const policies::Policy*>& policies() const { return policies_; }
+  // A run is watched (started, not ended, no recycle asked).
+  bool running(unsigned slot) const;
+  void observe(Observer observer) { observer_ = std::move(observer); }
+  void on_acted(Acted acted) { acted_ = std::move(acted); }
+
+  // --- events ---
+  // A new run of `slot` runs (its main process started at `started`); a
+  // whole-worker recycle of the slot under way is done.
+  // `pid`: its main process; `seed`: of the policies' jitter for this run.
+  void run_started(unsigned slot, unsigned generation, TimePoint started, pid_t pid,
+                   uint64_t seed);
+  // `recycled`: the exit was asked for by a recycle (a crash or a stop starts
+  // the loop guard over); `exit`: how it ended, for the timeline.
+  void run_ended(unsigned slot, RunEnd how, bool recycled = false, const std::string& exit = "");
+  // Fills in what the controller counts (requests, device bytes) and forgets
+  // the counts of processes not in `listed` (the worker's pids, sorted, when
+  // the probe read them), before the sample is recorded and then passed to
+  // sampled().
+  void prepare(unsigned slot, policies::Sample& sample, const std::vector<pid_t>* listed);
+  void sampled(unsigned slot, policies::Sample sample);
+  // `n` requests served by `pid` (nullopt: by the worker, not a known process).
+  void requests(unsigned slot, std::optional<pid_t> pid, uint64_t n);
+  // A notify datagram from `sender`, a process of the worker.
+  void notified(unsigned slot, pid_t sender, const notify::NotifyMessage& message);
+  void checkpoint_sent(unsigned slot, pid_t pid);
+  void checkpoint_failed(unsigned slot, pid_t pid, const std::string& why);
+  void checkpoint_timer_fired(unsigned slot);
+  // The worker was not running when a RecycleWorker came.
+  void recycle_refused(unsigned slot);
+  void process_signalled(unsigned slot, pid_t pid, Signalled result);
+  void process_exited(unsigned slot, pid_t pid);
+
+  // The worker's processes, for the pids its output names: known() answers
+  // from the last list, `fresh` while no pid missing from it was looked up
+  // since the last sample.
+  bool known_member(unsigned slot, pid_t pid) const;
+  bool members_fresh(unsigned slot) const;
+  void set_members(unsigned slot, const std::vector<pid_t>& pids);
+  // Warned once per run about a pid that is not the worker's.
+  bool warn_stranger_once(unsigned slot);
+
+  // The commands of the events so far, in order; empties the list.
+  std::vector<Command> take() { return std::exchange(out_, {}); }
+
+  // With on_timeout: wait, a worker this close to memory_max is restarted
+  // without its checkpoint: one more step could be the OOM kill.
+  static constexpr double kOverdueMemoryFraction = 0.95;
+  // Processes of one worker whose requests are counted one by one, at most.
+  static constexpr size_t kMaxTrackedPids = 4096;
+
+ private:
+  struct Checkpointing {
+    size_t policy = 0;
+    std::string reason;
+    TimePoint since;
+    bool overdue = false;  // past checkpoint.timeout with on_timeout: wait
+  };
+  struct Run {
+    unsigned generation = 0;
+    pid_t pid = 0;  // the main process
+    policies::WorkerContext context;
+    std::vector<std::unique_ptr<policies::PolicyState>> states;
+    std::vector<bool> growing;  // per policy: it had an outlook after the last sample
+    bool recycling = false;     // a RecycleWorker was given
+    uint64_t requests = 0;
+    std::unordered_map<pid_t, uint64_t> pid_requests;
+    std::unordered_set<pid_t> members;
+    bool members_fresh = false;
+    bool warned_stranger = false;
+    std::optional<uint64_t> device;
+    policies::Sample last;
+    bool ready = false;
+    std::optional<Checkpointing> checkpoint;
+    // An AskCheckpoint is out, not answered yet: the policy and the reason.
+    std::optional<std::pair<size_t, std::string>> asking;
+  };
+  struct Slot {
+    std::optional<Run> run;
+    policies::RecycleLoopGuard guard;
+  };
+  // A process-scope recycle under way, until its process exits.
+  struct InFlight {
+    unsigned slot = 0;
+    size_t policy = 0;
+    Decision decision;
+    bool sent = false;
+  };
+  struct Waiting {
+    size_t policy;
+    Decision decision;
+    unsigned generation;
+  };
+
+  std::string name(unsigned slot) const;
+  void emit(Command c) { out_.push_back(std::move(c)); }
+  void log(config::LogLevel level, std::string message);
+  void event(config::LogLevel level, std::string event, std::string message, log::Fields fields);
+  void record(unsigned slot, std::string event, pid_t pid, std::string detail);
+  void end_run(unsigned slot);
+  void evaluate(unsigned slot, policies::Sample& sample, unsigned only_needing);
+  void report_outlook(unsigned slot, size_t policy);
+  void decide(unsigned slot, size_t policy, Decision decision);
+  void carry_out(unsigned slot, size_t policy, const Decision& decision);
+  void announce(unsigned slot, size_t policy, const Decision& decision, pid_t target);
+  void restart(unsigned slot, size_t policy, std::string reason, bool resume);
+  void end_checkpoint(unsigned slot, std::string_view why, bool resume);
+  void forget_process(policies::RecycleKey key);
+  void finished(policies::RecycleKey key);
+  void admit(const std::vector<policies::RecycleKey>& keys);
+  std::string cause_text(size_t policy, const Decision& decision) const;
+
+  std::shared_ptr<const config::ProgramConfig> program_;
+  Clock now_;
+  std::vector<const policies::Policy*> policies_;
+  unsigned needs_ = 0;
+  policies::RecycleQueue queue_;
+  std::vector<Slot> slots_;
+  std::map<std::pair<unsigned, pid_t>, Waiting> waiting_;
+  std::map<pid_t, InFlight> signalled_;
+  Observer observer_;
+  Acted acted_;
+  std::vector<Command> out_;
+};
+
+}  // namespace recycler::engine
