@@ -113,8 +113,7 @@ void ProgramMonitor::begin_run(Slot& slot) {
     context.memory_max = program_->limits.memory_max;
     std::optional<uint64_t> threshold;
     for (const policies::Policy* p : controller_.policies())
-      if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold))
-        threshold = t;
+      if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold)) threshold = t;
     auto dir = w.cgroup().memory_dir();
     if (threshold && dir) {
       auto watch = probe::MemoryWatch::create(ctx_.loop, dir->fd, dir->v2, *threshold,
@@ -251,9 +250,10 @@ void ProgramMonitor::execute(engine::Command& command) {
               run_commands();
             });
             controller_.process_signalled(index, pid,
-                                          r == SignalResult::Sent        ? engine::Signalled::Sent
-                                          : r == SignalResult::NotMember ? engine::Signalled::NotMember
-                                                                         : engine::Signalled::Gone);
+                                          r == SignalResult::Sent ? engine::Signalled::Sent
+                                          : r == SignalResult::NotMember
+                                              ? engine::Signalled::NotMember
+                                              : engine::Signalled::Gone);
           } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
             unsigned index = c.slot;
             slot.checkpoint_timeout = ctx_.timers.after(c.delay, [this, index] {

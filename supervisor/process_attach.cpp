@@ -37,9 +37,7 @@ class Attached final : public Process {
   }
 
   pid_t pid() const override { return pid_; }
-  bool signal(int sig) override {
-    return !exited_ && pidfd_send_signal(pidfd_.get(), sig) == 0;
-  }
+  bool signal(int sig) override { return !exited_ && pidfd_send_signal(pidfd_.get(), sig) == 0; }
 
  private:
   pid_t pid_;

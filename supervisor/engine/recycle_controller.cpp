@@ -28,10 +28,9 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
   if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
   slots_.reserve(slots);
   for (unsigned i = 0; i < slots; ++i)
-    slots_.push_back(Slot{std::nullopt,
-                          policies::RecycleLoopGuard(program_->min_uptime,
-                                                     program_->restart.backoff.initial,
-                                                     program_->restart.backoff.max)});
+    slots_.push_back(Slot{std::nullopt, policies::RecycleLoopGuard(
+                                            program_->min_uptime, program_->restart.backoff.initial,
+                                            program_->restart.backoff.max)});
 }
 
 std::string RecycleController::name(unsigned slot) const {
@@ -230,8 +229,8 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
       log(LogLevel::Info,
           fmt::format("{} recycle{} waits its turn ({} of at most {} under way): {} ({} policy)",
                       name(slot), signal ? " pid " + std::to_string(key.pid) : std::string(),
-                      queue_.in_flight_count(), program_->max_concurrent_recycles,
-                      decision.reason, policies_[policy]->name()));
+                      queue_.in_flight_count(), program_->max_concurrent_recycles, decision.reason,
+                      policies_[policy]->name()));
       waiting_[{key.slot, key.pid}] = Waiting{policy, std::move(decision), run.generation};
       break;
     case policies::RecycleQueue::Admit::AlreadyInFlight:
@@ -273,9 +272,8 @@ void RecycleController::announce(unsigned slot, size_t policy, const Decision& d
                      {"reason", decision.reason}};
   if (decision.predicted_s) fields.emplace_back("predicted_s", *decision.predicted_s);
   record(slot, "recycle", target, cause_text(policy, decision));
-  std::string what = decision.action == Decision::Action::Signal
-                         ? " pid " + std::to_string(target)
-                         : std::string();
+  std::string what = decision.action == Decision::Action::Signal ? " pid " + std::to_string(target)
+                                                                 : std::string();
   event(LogLevel::Info, "recycle",
         fmt::format("{} recycle{}: {} ({} policy)", name(slot), what, decision.reason, p.name()),
         std::move(fields));
@@ -289,17 +287,17 @@ void RecycleController::restart(unsigned slot, size_t policy, std::string reason
   Duration delay =
       s.guard.on_recycle(uptime, p.may_loop(), std::to_string(policy) + std::string(p.name()));
   if (delay > Duration{0}) {
-    event(LogLevel::Warn, "recycle_loop",
-          fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
-                      "it starts near its limit; its next start waits {} (recycle loop {})",
-                      name(slot), p.name(), format_duration(uptime),
-                      format_duration(program_->min_uptime), format_duration(delay),
-                      s.guard.loops()),
-          {{"program", program_->name},
-           {"slot", slot},
-           {"policy", std::string(p.name())},
-           {"delay_s", static_cast<double>(delay.count()) / 1000.0},
-           {"loops", s.guard.loops()}});
+    event(
+        LogLevel::Warn, "recycle_loop",
+        fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
+                    "it starts near its limit; its next start waits {} (recycle loop {})",
+                    name(slot), p.name(), format_duration(uptime),
+                    format_duration(program_->min_uptime), format_duration(delay), s.guard.loops()),
+        {{"program", program_->name},
+         {"slot", slot},
+         {"policy", std::string(p.name())},
+         {"delay_s", static_cast<double>(delay.count()) / 1000.0},
+         {"loops", s.guard.loops()}});
   }
   s.run->recycling = true;
   s.run->asking.reset();
@@ -316,8 +314,8 @@ void RecycleController::checkpoint_failed(unsigned slot, pid_t pid, const std::s
   auto [policy, reason] = std::move(*s.run->asking);
   s.run->asking.reset();
   log(LogLevel::Warn,
-      fmt::format("{}: cannot ask pid {} to checkpoint ({}); restarting it without one",
-                  name(slot), pid, why));
+      fmt::format("{}: cannot ask pid {} to checkpoint ({}); restarting it without one", name(slot),
+                  pid, why));
   restart(slot, policy, std::move(reason), false);
 }
 
@@ -356,10 +354,11 @@ void RecycleController::checkpoint_timer_fired(unsigned slot) {
     cp.overdue = true;
     const auto& max = program_->limits.memory_max;
     log(LogLevel::Warn,
-        fmt::format("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
-                    name(slot), format_duration(c.timeout),
-                    max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
-                        : std::string()));
+        fmt::format(
+            "{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
+            name(slot), format_duration(c.timeout),
+            max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
+                : std::string()));
     return;
   }
   log(LogLevel::Warn,

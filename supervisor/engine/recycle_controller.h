@@ -101,9 +101,9 @@ using Command = std::variant<RecycleWorker, AskCheckpoint, SignalProcess, ArmChe
 
 // How a run ended, as far as decisions go.
 enum class RunEnd {
-  Exited,     // the main process exited (on its own, or as asked)
-  Stopping,   // asked to stop or to recycle; or waiting to start again
-  Finished,   // stopped for good, or failed: nothing of the slot is under way
+  Exited,    // the main process exited (on its own, or as asked)
+  Stopping,  // asked to stop or to recycle; or waiting to start again
+  Finished,  // stopped for good, or failed: nothing of the slot is under way
 };
 
 // What came of a SignalProcess.
@@ -139,8 +139,7 @@ class RecycleController {
   // A new run of `slot` runs (its main process started at `started`); a
   // whole-worker recycle of the slot under way is done.
   // `pid`: its main process; `seed`: of the policies' jitter for this run.
-  void run_started(unsigned slot, unsigned generation, TimePoint started, pid_t pid,
-                   uint64_t seed);
+  void run_started(unsigned slot, unsigned generation, TimePoint started, pid_t pid, uint64_t seed);
   // `recycled`: the exit was asked for by a recycle (a crash or a stop starts
   // the loop guard over); `exit`: how it ended, for the timeline.
   void run_ended(unsigned slot, RunEnd how, bool recycled = false, const std::string& exit = "");

@@ -512,5 +512,108 @@ TEST_F(RecycleTest, WorkersGetTheirProgramsNotifySocket) {
   EXPECT_THAT(launcher.last().spec.env, Contains("NOTIFY_SOCKET=/run/recycler/42/api/notify"));
 }
 
+// What the worker asked of its processes, as explicit phases.
+class StopPhaseTest : public WorkerTest {};
+
+TEST_F(StopPhaseTest, ACheckpointSignalsTheMainProcessAndExpectsItsCleanExit) {
+  Worker& w = make();
+  w.start();
+  EXPECT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  EXPECT_EQ(w.phase(), StopPhase::Checkpointing);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1));
+  launcher.exit_last(exited(0));
+  ASSERT_EQ(launcher.launched.size(), 2u) << "its clean exit ends the recycle";
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+  EXPECT_EQ(w.phase(), StopPhase::None);
+}
+
+TEST_F(StopPhaseTest, ACheckpointOfAWorkerNotRunningFails) {
+  Worker& w = make();
+  EXPECT_EQ(w.checkpoint(SIGUSR1, {}), ESRCH);
+  w.start();
+  launcher.last().exited = true;  // reaped: its pidfd says so
+  EXPECT_NE(w.checkpoint(SIGUSR1, {}), 0);
+  EXPECT_EQ(w.phase(), StopPhase::None);
+}
+
+TEST_F(StopPhaseTest, ARecycleIsRecyclingUntilAStopTurnsItIntoStopSigterm) {
+  Worker& w = make();
+  w.start();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  EXPECT_EQ(w.phase(), StopPhase::Recycling);
+  w.stop(nullptr);
+  EXPECT_EQ(w.phase(), StopPhase::StopSigterm);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM)) << "the signal is out already";
+}
+
+TEST_F(StopPhaseTest, TheStopTimeoutMovesToStopSigkill) {
+  program.stop = {SIGTERM, 10s};
+  Worker& w = make();
+  w.start();
+  w.stop(nullptr);
+  EXPECT_EQ(w.phase(), StopPhase::StopSigterm);
+  timers.advance(10s);
+  EXPECT_EQ(w.phase(), StopPhase::StopSigkill);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM, SIGKILL));
+}
+
+class SignalProcessTest : public WorkerTest {
+ protected:
+  Worker& running() {
+    Worker& w = make();
+    w.start();
+    cg->pids = {launcher.last().pid, 2001, 2002};
+    launcher.alive = {2001, 2002, 3003};
+    return w;
+  }
+};
+
+TEST_F(SignalProcessTest, AProcessOfTheWorkerIsSignalledThroughItsPidfd) {
+  Worker& w = running();
+  bool exited_seen = false;
+  EXPECT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), SignalResult::Sent);
+  EXPECT_THAT(launcher.attached.at(2001)->signals, ElementsAre(SIGTERM));
+  EXPECT_TRUE(launcher.last().signals.empty()) << "the main process is left alone";
+  EXPECT_EQ(w.signalled_processes(), 1u);
+  launcher.attached.at(2001)->exit();
+  EXPECT_TRUE(exited_seen);
+  EXPECT_EQ(w.signalled_processes(), 0u);
+  timers.advance(program.stop.timeout);
+  EXPECT_THAT(launcher.attached.at(2001)->signals, ElementsAre(SIGTERM)) << "no SIGKILL after";
+}
+
+TEST_F(SignalProcessTest, AProcessOutsideTheWorkersCgroupIsNotSignalled) {
+  Worker& w = running();
+  EXPECT_EQ(w.signal_process(3003, SIGTERM, nullptr), SignalResult::NotMember)
+      << "a reused pid that belongs to someone else";
+  EXPECT_TRUE(launcher.attached.at(3003)->signals.empty());
+  EXPECT_EQ(w.signal_process(4004, SIGTERM, nullptr), SignalResult::NotMember) << "gone";
+  EXPECT_EQ(w.signalled_processes(), 0u);
+}
+
+TEST_F(SignalProcessTest, AProcessThatIgnoresItsSignalIsKilledAfterTheStopTimeout) {
+  program.stop = {SIGTERM, 10s};
+  Worker& w = running();
+  ASSERT_EQ(w.signal_process(2002, SIGINT, nullptr), SignalResult::Sent);
+  timers.advance(9s);
+  EXPECT_THAT(launcher.attached.at(2002)->signals, ElementsAre(SIGINT));
+  timers.advance(1s);
+  EXPECT_THAT(launcher.attached.at(2002)->signals, ElementsAre(SIGINT, SIGKILL));
+  EXPECT_TRUE(log.contains("api[0] pid 2002 still running 10s after it was signalled; killing it"))
+      << log.all();
+}
+
+TEST_F(SignalProcessTest, SignalledProcessesAreForgottenWhenTheWorkerStops) {
+  Worker& w = running();
+  bool exited_seen = false;
+  ASSERT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), SignalResult::Sent);
+  w.stop(nullptr);
+  launcher.exit_last(exited(0));
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_EQ(w.signalled_processes(), 0u);
+  launcher.attached.at(2001)->exit();
+  EXPECT_FALSE(exited_seen);
+}
+
 }  // namespace
 }  // namespace recycler

@@ -1,0 +1,484 @@
+// The decision engine against fake time: events in, commands out. Each rule
+// the runtime follows (precedence, the recycle queue, the loop guard, the
+// checkpoint protocol, process-scope recycles, request counts, outlooks) has
+// a test here, with real policies built from a config.
+#include "supervisor/engine/recycle_controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "supervisor/config/parse.h"
+
+namespace recycler::engine {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  // The one program of a config whose `programs.app` is `app_yaml`, with
+  // `slots` workers.
+  void make(const std::string& app_yaml, unsigned slots = 1) {
+    config::LoadResult loaded =
+        config::parse_string("programs:\n  app:\n    command: [\"true\"]\n" + app_yaml, "c.yaml");
+    for (const auto& e : loaded.errors) ADD_FAILURE() << e.str();
+    ASSERT_TRUE(loaded.config);
+    program = std::make_shared<config::ProgramConfig>(loaded.config->programs.front());
+    controller = std::make_unique<RecycleController>(program, slots, [this] { return now; });
+    controller->observe([this](unsigned, size_t policy, const Decision& d) {
+      if (d) fired.push_back(policy);
+    });
+  }
+
+  void start(unsigned slot = 0, unsigned generation = 1, pid_t pid = 100) {
+    controller->run_started(slot, generation, now, pid, 0);
+  }
+
+  policies::Sample sample(std::optional<uint64_t> anon_mib = std::nullopt) {
+    policies::Sample s;
+    s.t = now;
+    if (anon_mib) s.anon = *anon_mib * kMiB;
+    return s;
+  }
+  // A process of the worker, `uss_mib` of its own.
+  static policies::ProcessSample process(pid_t pid, uint64_t uss_mib, bool main = false) {
+    policies::ProcessSample p;
+    p.pid = pid;
+    p.main = main;
+    p.uss = uss_mib * kMiB;
+    return p;
+  }
+  void sampled(policies::Sample s, unsigned slot = 0) {
+    controller->sampled(slot, std::move(s));
+    take();
+  }
+  void take() {
+    for (Command& c : controller->take()) commands.push_back(std::move(c));
+  }
+
+  template <typename T>
+  std::vector<T> all() const {
+    std::vector<T> out;
+    for (const Command& c : commands)
+      if (auto* t = std::get_if<T>(&c)) out.push_back(*t);
+    return out;
+  }
+  bool logged(const std::string& needle) const {
+    for (const Log& l : all<Log>())
+      if (l.message.find(needle) != std::string::npos) return true;
+    return false;
+  }
+
+  policies::TimePoint now{std::chrono::hours(1)};
+  std::shared_ptr<config::ProgramConfig> program;
+  std::unique_ptr<RecycleController> controller;
+  std::vector<Command> commands;
+  std::vector<size_t> fired;
+};
+
+TEST_F(ControllerTest, AMemoryLimitRecyclesTheWorkerAndLogsWhy) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n");
+  start();
+  sampled(sample(700));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_EQ(recycles[0].slot, 0u);
+  EXPECT_EQ(recycles[0].delay, Duration{0});
+  EXPECT_EQ(recycles[0].reason, "anon 700 MiB > 600 MiB (memory policy)");
+  EXPECT_FALSE(recycles[0].resume);
+  EXPECT_TRUE(logged("app[0] recycle: anon 700 MiB > 600 MiB (memory policy)"));
+  EXPECT_FALSE(controller->running(0)) << "no decision while the recycle is under way";
+}
+
+TEST_F(ControllerTest, NothingIsDecidedWhileARecycleIsUnderWay) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n");
+  start();
+  sampled(sample(700));
+  sampled(sample(800));
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+}
+
+TEST_F(ControllerTest, EveryPolicySeesEverySampleThenTheWholeWorkerDecisionWins) {
+  make(
+      "    policies:\n"
+      "      - memory: {metric: uss, limit: 100MiB, scope: process}\n"
+      "      - memory: {limit: 600MiB}\n");
+  start();
+  auto s = sample(700);
+  s.processes = {process(100, 50, true), process(101, 200)};
+  sampled(s);
+  EXPECT_THAT(fired, ElementsAre(0u, 1u));
+  EXPECT_TRUE(all<SignalProcess>().empty());
+  ASSERT_EQ(all<RecycleWorker>().size(), 1u);
+}
+
+TEST_F(ControllerTest, ProcessScopeRecyclesGoUpToTheCapAtOnce) {
+  make(
+      "    max_concurrent_recycles: 2\n"
+      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300), process(102, 200)};
+  sampled(s);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  now += 1s;
+  sampled(s);
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 2u);
+  EXPECT_EQ(signals[0].pid, 101);
+  EXPECT_EQ(signals[1].pid, 102);
+  EXPECT_EQ(signals[0].signal, SIGTERM);
+}
+
+TEST_F(ControllerTest, AProcessScopeRecycleIsLoggedOnlyOnceTheProcessIsKnownToBeTheWorkers) {
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 200)};
+  sampled(s);
+  ASSERT_EQ(all<SignalProcess>().size(), 1u);
+  EXPECT_FALSE(logged("recycle pid 101")) << "not before the worker looked";
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  EXPECT_TRUE(logged("app[0] recycle pid 101: uss 200 MiB > 100 MiB (memory policy)"));
+  ASSERT_EQ(all<Record>().size(), 0u) << "no timeline configured";
+}
+
+TEST_F(ControllerTest, AProcessGoneBeforeItsRecycleIsDroppedQuietlyAndFreesItsPlace) {
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300), process(102, 200)};
+  sampled(s);
+  controller->process_signalled(0, 101, Signalled::NotMember);
+  take();
+  EXPECT_FALSE(logged("recycle pid 101"));
+  EXPECT_TRUE(logged("pid 101 exited before its recycle"));
+  now += 1s;
+  s.processes = {process(102, 200)};
+  sampled(s);
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 2u) << "its place was free again";
+  EXPECT_EQ(signals[1].pid, 102);
+}
+
+TEST_F(ControllerTest, AProcessScopeRecycleHoldsItsPlaceUntilTheProcessExits) {
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300), process(102, 200)};
+  sampled(s);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  now += 1s;
+  sampled(s);
+  EXPECT_TRUE(logged("app[0] recycle pid 102 waits its turn (1 of at most 1 under way)"));
+  EXPECT_EQ(all<SignalProcess>().size(), 1u);
+  controller->process_exited(0, 101);
+  take();
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 2u);
+  EXPECT_EQ(signals[1].pid, 102);
+}
+
+TEST_F(ControllerTest, ASignalledProcessIsPassedOverSoTheNextOffenderIsFound) {
+  make(
+      "    max_concurrent_recycles: 2\n"
+      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300)};
+  sampled(s);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  now += 1s;
+  s = sample();
+  s.processes = {process(101, 300), process(102, 200)};
+  sampled(s);
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 2u);
+  EXPECT_EQ(signals[1].pid, 102);
+}
+
+TEST_F(ControllerTest, AtMostMaxConcurrentRecyclesAreUnderWayAndTheRestWaitInTurn) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n", 2);
+  start(0);
+  start(1, 1, 200);
+  sampled(sample(700), 0);
+  sampled(sample(700), 1);
+  ASSERT_EQ(all<RecycleWorker>().size(), 1u);
+  EXPECT_TRUE(logged("app[1] recycle waits its turn (1 of at most 1 under way)"));
+  // Slot 0's replacement runs: slot 1 goes.
+  controller->run_ended(0, RunEnd::Stopping);
+  controller->run_started(0, 2, now, 101, 0);
+  take();
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 2u);
+  EXPECT_EQ(recycles[1].slot, 1u);
+}
+
+TEST_F(ControllerTest, AWaitingRecycleOfARunThatEndedMeanwhileIsDropped) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n", 2);
+  start(0);
+  start(1, 1, 200);
+  sampled(sample(700), 0);
+  sampled(sample(700), 1);
+  controller->run_ended(1, RunEnd::Exited, false, "exited with status 1");  // crashed
+  controller->run_started(1, 2, now, 201, 0);
+  controller->run_ended(0, RunEnd::Stopping);
+  controller->run_started(0, 2, now, 101, 0);
+  take();
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u) << "the new run of slot 1 has not decided yet";
+}
+
+TEST_F(ControllerTest, ARefusedRecycleFreesItsPlace) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n", 2);
+  start(0);
+  start(1, 1, 200);
+  sampled(sample(700), 0);
+  sampled(sample(700), 1);
+  controller->recycle_refused(0);
+  take();
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 2u);
+  EXPECT_EQ(recycles[1].slot, 1u);
+}
+
+TEST_F(ControllerTest, AStoppedSlotGivesUpItsPlaceAndWhatItWaitedFor) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n", 2);
+  start(0);
+  start(1, 1, 200);
+  sampled(sample(700), 0);
+  sampled(sample(700), 1);
+  controller->run_ended(1, RunEnd::Finished);
+  controller->run_ended(0, RunEnd::Finished);
+  take();
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+  start(1, 2, 201);
+  sampled(sample(700), 1);
+  EXPECT_EQ(all<RecycleWorker>().size(), 2u) << "nothing left under way";
+}
+
+TEST_F(ControllerTest, AReplacementTrippingTheSamePolicyWithinMinUptimeStartsAfterABackoff) {
+  make("    min_uptime: 10s\n    policies:\n      - memory: {limit: 600MiB}\n");
+  start();
+  now += 60s;
+  sampled(sample(700));
+  controller->run_ended(0, RunEnd::Stopping);
+  controller->run_ended(0, RunEnd::Exited, true, "killed by SIGTERM");
+  start(0, 2);
+  now += 2s;
+  sampled(sample(700));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 2u);
+  EXPECT_EQ(recycles[0].delay, Duration{0});
+  EXPECT_EQ(recycles[1].delay, program->restart.backoff.initial);
+  EXPECT_TRUE(logged("app[0] tripped the memory policy again 2s after it started"));
+}
+
+TEST_F(ControllerTest, ACrashStartsTheLoopGuardOver) {
+  make("    min_uptime: 10s\n    policies:\n      - memory: {limit: 600MiB}\n");
+  start();
+  sampled(sample(700));
+  controller->run_ended(0, RunEnd::Exited, false, "exited with status 1");
+  start(0, 2);
+  now += 2s;
+  sampled(sample(700));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 2u);
+  EXPECT_EQ(recycles[1].delay, Duration{0});
+}
+
+TEST_F(ControllerTest, TheExitOfARunIsRecordedInItsTimeline) {
+  make("    timeline: {dir: /nonexistent}\n");
+  start();
+  controller->run_ended(0, RunEnd::Exited, false, "exited with status 3");
+  take();
+  auto records = all<Record>();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].event, "exit");
+  EXPECT_EQ(records[0].detail, "exited with status 3");
+}
+
+class CheckpointTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    make(
+        "    limits: {memory_max: 1GiB}\n"
+        "    checkpoint: {signal: USR1, timeout: 60s, on_timeout: " +
+        on_timeout +
+        "}\n"
+        "    policies:\n"
+        "      - memory: {limit: 500MiB, action: checkpoint}\n"
+        "      - memory: {limit: 900MiB}\n");
+    start();
+    sampled(sample(600));
+  }
+  std::string on_timeout = "restart";
+};
+
+TEST_F(CheckpointTest, ACheckpointActionAsksTheWorkerFirst) {
+  auto asks = all<AskCheckpoint>();
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].signal, SIGUSR1);
+  EXPECT_EQ(asks[0].reason, "anon 600 MiB > 500 MiB (memory policy)");
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+  controller->checkpoint_sent(0, 100);
+  take();
+  EXPECT_TRUE(logged("app[0] asked to checkpoint: SIGUSR1 to pid 100"));
+  auto timers = all<ArmCheckpointTimer>();
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].delay, 60s);
+}
+
+TEST_F(CheckpointTest, AConfirmedCheckpointRestartsTheWorkerToResume) {
+  controller->checkpoint_sent(0, 100);
+  now += 3s;
+  notify::NotifyMessage m;
+  m.checkpointed = true;
+  controller->notified(0, 100, m);
+  take();
+  EXPECT_TRUE(logged("app[0] checkpointed in 3s (pid 100); restarting it to resume"));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_TRUE(recycles[0].resume);
+  EXPECT_EQ(recycles[0].reason, "anon 600 MiB > 500 MiB (memory policy)");
+  EXPECT_EQ(all<CancelCheckpointTimer>().size(), 1u);
+}
+
+TEST_F(CheckpointTest, OnlyARestartOvertakesACheckpointUnderWay) {
+  controller->checkpoint_sent(0, 100);
+  now += 1s;
+  sampled(sample(700));
+  EXPECT_TRUE(all<RecycleWorker>().empty()) << "another checkpoint decision changes nothing";
+  EXPECT_EQ(all<AskCheckpoint>().size(), 1u);
+  now += 1s;
+  sampled(sample(950));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_FALSE(recycles[0].resume);
+  EXPECT_EQ(recycles[0].reason, "anon 950 MiB > 900 MiB (memory policy)");
+  EXPECT_TRUE(logged("while it checkpoints; restarting it now"));
+}
+
+TEST_F(CheckpointTest, ACheckpointNotConfirmedInTimeRestartsWithoutOne) {
+  controller->checkpoint_sent(0, 100);
+  now += 60s;
+  controller->checkpoint_timer_fired(0);
+  take();
+  EXPECT_TRUE(logged("has not confirmed its checkpoint after 1m; restarting it without one"));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_FALSE(recycles[0].resume);
+}
+
+TEST_F(CheckpointTest, ACheckpointThatCannotBeAskedForRestartsWithoutOne) {
+  controller->checkpoint_failed(0, 100, "No such process");
+  take();
+  EXPECT_TRUE(logged("cannot ask pid 100 to checkpoint (No such process)"));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_FALSE(recycles[0].resume);
+}
+
+class CheckpointWaitTest : public CheckpointTest {
+ protected:
+  CheckpointWaitTest() { on_timeout = "wait"; }
+};
+
+TEST_F(CheckpointWaitTest, AnOverdueCheckpointWaitsUntilMemoryNearsMemoryMax) {
+  controller->checkpoint_sent(0, 100);
+  now += 60s;
+  controller->checkpoint_timer_fired(0);
+  take();
+  EXPECT_TRUE(logged("waiting on (on_timeout: wait) until it nears its 1 GiB memory_max"));
+  auto s = sample(600);
+  s.current = 900 * kMiB;
+  sampled(s);
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+  s.current = 990 * kMiB;  // >= 95% of 1 GiB
+  sampled(s);
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_FALSE(recycles[0].resume);
+  EXPECT_TRUE(logged("has not confirmed its checkpoint; restarting it without one"));
+}
+
+TEST_F(ControllerTest, ARequestLimitIsDecidedOnTheReportNotAtTheNextSample) {
+  make("    policies:\n      - max_requests: {limit: 3}\n");
+  start();
+  sampled(sample());
+  controller->requests(0, 100, 2);
+  take();
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+  controller->requests(0, 100, 1);
+  take();
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_THAT(recycles[0].reason, HasSubstr("3 requests"));
+}
+
+TEST_F(ControllerTest, RequestsCountedPerProcessGoIntoTheSample) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  controller->requests(0, 101, 5);
+  controller->requests(0, std::nullopt, 2);
+  policies::Sample s = sample();
+  s.processes = {process(101, 1), process(102, 1)};
+  std::vector<pid_t> listed{101, 102};
+  controller->prepare(0, s, &listed);
+  EXPECT_EQ(s.requests, 7u);
+  EXPECT_EQ(s.processes[0].requests, 5u);
+  EXPECT_EQ(s.processes[1].requests, 0u);
+  // 101 is gone at the next look: its count goes with it.
+  std::vector<pid_t> later{102};
+  policies::Sample s2 = sample();
+  controller->prepare(0, s2, &later);
+  s2.processes = {process(101, 1)};
+  controller->prepare(0, s2, &later);
+  EXPECT_EQ(s2.processes[0].requests, 0u);
+}
+
+TEST_F(ControllerTest, DeviceBytesAWorkerReportsGoIntoTheSample) {
+  make("    policies:\n      - memory: {metric: device, limit: 1GiB}\n");
+  start();
+  notify::NotifyMessage m;
+  m.device_bytes = 2048 * kMiB;
+  controller->notified(0, 100, m);
+  policies::Sample s = sample();
+  controller->prepare(0, s, nullptr);
+  EXPECT_EQ(s.device, 2048 * kMiB);
+  sampled(s);
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+}
+
+TEST_F(ControllerTest, AnOutlookIsLoggedWhenGrowthIsFirstSeenAndWhenItStops) {
+  make(
+      "    limits: {memory_max: 4GiB}\n"
+      "    policies:\n"
+      "      - leak: {window: 60s, warmup: 0s, horizon: 1s, min_slope: 1MiB/min}\n");
+  start();
+  for (int i = 0; i < 120; ++i) {
+    now += 1s;
+    sampled(sample(100 + i));
+  }
+  ASSERT_TRUE(logged("app[0] leak: growing: "));
+  size_t growing = 0;
+  for (const Log& l : all<Log>())
+    if (l.event == "outlook") ++growing;
+  EXPECT_EQ(growing, 1u) << "once, not on every sample";
+  for (int i = 0; i < 200; ++i) {
+    now += 1s;
+    sampled(sample(220));
+  }
+  EXPECT_TRUE(logged("app[0] leak: no longer growing"));
+}
+
+}  // namespace
+}  // namespace recycler::engine
