@@ -157,46 +157,7 @@ void append_json_value(std::string& out, const Field::Value& v) {
 }  // namespace
 
 std::string json_escape(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size() + 8);
-  for (size_t i = 0; i < raw.size();) {
-    auto c = static_cast<unsigned char>(raw[i]);
-    size_t len = utf8_sequence(raw, i);
-    if (len == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    if (len > 1) {
-      out.append(raw.substr(i, len));
-      i += len;
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += static_cast<char>(c);
-    }
-    ++i;
-  }
-  return out;
+  return recycler::json_escape(raw);
 }
 
 std::string text_escape(std::string_view raw) {

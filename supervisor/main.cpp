@@ -205,16 +205,20 @@ constexpr const char* kReplayHelp =
     "samples go to DIR/PROGRAM.SLOT.csv, one file per run (older files: .1, .2, ...),\n"
     "its starts, recycles and exits to DIR/PROGRAM.SLOT.events.csv.\n"
     "\n"
-    "Replay: every policy starts at t = 0 with the program's limits.memory_max, and sees\n"
-    "every row in order; the worker is never recycled, so policies keep their state to the\n"
-    "end of the trace.\n"
+    "Replay: the trace goes through the same decision engine as a running recycler, with\n"
+    "a simulated worker: every policy starts at t = 0 with the program's limits.memory_max\n"
+    "and sees every row in order. A trace is one run: the worker goes on as it did, so a\n"
+    "recycle stays under way to the end and the policies keep their state; a checkpoint is\n"
+    "never confirmed (checkpoint.timeout applies); a process signalled exits before the\n"
+    "next row.\n"
     "\n"
     "Output: one JSON object per line on stdout each time a policy starts firing (not again\n"
     "while it keeps firing):\n"
     "  {\"t\": 997.0, \"policy\": \"memory\", \"action\": \"restart\", \"reason\": "
     "\"anon 612 MiB > 600 MiB\"}\n"
     "with \"predicted_s\" (seconds left to the limit) where the policy predicts one, and\n"
-    "\"pid\" and \"signal\" for action signal. A summary goes to stderr.\n"
+    "\"pid\" and \"signal\" for action signal. A summary goes to stderr, with the\n"
+    "decisions recycler would have carried out (its precedence, queue and checkpoints).\n"
     "\n"
     "Exit status: 0 when the trace was replayed, whether or not a policy fired; 2 for an\n"
     "invalid config, an unknown program or a bad trace (FILE:LINE: column NAME: ...).";
@@ -249,8 +253,8 @@ int replay_command(const ReplayArgs& a) {
     std::cerr << escape_text(samples.error().message) << "\n";
     return kUsageError;
   }
-  std::vector<timeline::Replayed> decisions =
-      timeline::replay(*program, *samples, {a.seed, a.stop_at_first});
+  timeline::ReplayRun run = timeline::replay_run(*program, *samples, {a.seed, a.stop_at_first});
+  const std::vector<timeline::Replayed>& decisions = run.reported;
   for (const timeline::Replayed& r : decisions) std::cout << timeline::to_json(r) << "\n";
   std::cout.flush();
 
@@ -264,7 +268,14 @@ int replay_command(const ReplayArgs& a) {
   std::cerr << " through " << program->name << "'s policies ("
             << (policies.empty() ? "none" : policies) << "): " << decisions.size() << " decision"
             << (decisions.size() == 1 ? "" : "s")
-            << (a.stop_at_first && !decisions.empty() ? ", stopped at the first" : "") << "\n";
+            << (a.stop_at_first && !decisions.empty() ? ", stopped at the first" : "");
+  // What the runtime would have done with them: its precedence and queue.
+  for (size_t i = 0; i < run.acted.size(); ++i) {
+    const timeline::Replayed& r = run.acted[i];
+    std::cerr << (i == 0 ? "; recycler acts on " : ", ") << policies::to_string(r.decision.action)
+              << " at " << r.t << " s (" << r.policy << " policy)";
+  }
+  std::cerr << "\n";
   return 0;
 }
 

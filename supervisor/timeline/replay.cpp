@@ -2,39 +2,83 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
+#include "supervisor/engine/recycle_controller.h"
 #include "supervisor/timeline/trace.h"
 
 namespace recycler::timeline {
 
+ReplayRun replay_run(const config::ProgramConfig& program,
+                     const std::vector<policies::Sample>& samples, const ReplayOptions& options) {
+  auto shared = std::make_shared<const config::ProgramConfig>(program);
+  TimePoint now{};
+  engine::RecycleController controller(shared, 1, [&now] { return now; });
+  const auto& policies = controller.policies();
+
+  ReplayRun out;
+  bool stop = false;
+  std::vector<std::optional<pid_t>> firing(policies.size());  // the pid it fired at last
+  controller.observe([&](unsigned, size_t i, const policies::Decision& d) {
+    std::optional<pid_t> was = std::exchange(firing[i], d ? std::optional(d.pid) : std::nullopt);
+    if (stop || !d || was == d.pid) return;
+    out.reported.push_back({seconds(now), std::string(policies[i]->name()), d});
+    if (options.stop_at_first) stop = true;
+  });
+  controller.on_acted([&](unsigned, size_t i, const policies::Decision& d) {
+    out.acted.push_back({seconds(now), std::string(policies[i]->name()), d});
+  });
+
+  // The simulated worker.
+  std::optional<TimePoint> checkpoint_deadline;
+  std::vector<pid_t> exiting;  // signalled: gone before the next Sample
+  auto carry_out = [&] {
+    for (std::vector<engine::Command> batch = controller.take(); !batch.empty();
+         batch = controller.take())
+      for (engine::Command& command : batch)
+        std::visit(
+            [&](auto& c) {
+              using C = std::decay_t<decltype(c)>;
+              if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
+                controller.checkpoint_sent(0, 0);
+              } else if constexpr (std::is_same_v<C, engine::SignalProcess>) {
+                controller.process_signalled(0, c.pid, engine::Signalled::Sent);
+                exiting.push_back(c.pid);
+              } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
+                checkpoint_deadline = now + c.delay;
+              } else if constexpr (std::is_same_v<C, engine::CancelCheckpointTimer>) {
+                checkpoint_deadline.reset();
+              }
+              // RecycleWorker: under way to the end of the trace. Record, Log:
+              // the runtime's timeline rows and log lines, not replay's output.
+            },
+            command);
+  };
+
+  controller.run_started(0, 1, TimePoint{}, 0, options.seed);
+  carry_out();
+  for (const policies::Sample& sample : samples) {
+    if (checkpoint_deadline && *checkpoint_deadline <= sample.t) {
+      now = *checkpoint_deadline;
+      checkpoint_deadline.reset();
+      controller.checkpoint_timer_fired(0);
+      carry_out();
+    }
+    now = sample.t;
+    for (pid_t pid : std::exchange(exiting, {})) controller.process_exited(0, pid);
+    controller.sampled(0, sample);
+    carry_out();
+    if (stop) break;
+  }
+  return out;
+}
+
 std::vector<Replayed> replay(const config::ProgramConfig& program,
                              const std::vector<policies::Sample>& samples,
                              const ReplayOptions& options) {
-  struct Watch {
-    const policies::Policy& policy;
-    std::unique_ptr<policies::PolicyState> state;
-    std::optional<pid_t> firing;  // the pid it fired at on the previous Sample
-  };
-  policies::WorkerContext worker;
-  worker.started = policies::TimePoint{};
-  worker.memory_max = program.limits.memory_max;
-  worker.seed = options.seed;
-  std::vector<Watch> watches;
-  for (const config::PolicyConfig& p : program.policies)
-    watches.push_back({*p.policy, p.policy->start(worker), std::nullopt});
-
-  std::vector<Replayed> out;
-  for (const policies::Sample& sample : samples) {
-    for (Watch& w : watches) {
-      policies::Decision d = w.policy.evaluate(sample, *w.state);
-      std::optional<pid_t> was = std::exchange(w.firing, d ? std::optional(d.pid) : std::nullopt);
-      if (!d || was == d.pid) continue;
-      out.push_back({seconds(sample.t), std::string(w.policy.name()), std::move(d)});
-      if (options.stop_at_first) return out;
-    }
-  }
-  return out;
+  return replay_run(program, samples, options).reported;
 }
 
 }  // namespace recycler::timeline

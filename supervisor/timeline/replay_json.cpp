@@ -6,7 +6,7 @@
 #include <csignal>
 
 #include "supervisor/config/units.h"
-#include "supervisor/log.h"
+#include "supervisor/util/escape.h"
 
 namespace recycler::timeline {
 namespace {
@@ -29,8 +29,8 @@ std::string signal_json(int sig) {
 std::string to_json(const Replayed& r) {
   const policies::Decision& d = r.decision;
   std::string out = fmt::format(R"({{"t": {}, "policy": "{}", "action": "{}", "reason": "{}")",
-                                seconds_json(r.t), log::json_escape(r.policy),
-                                policies::to_string(d.action), log::json_escape(d.reason));
+                                seconds_json(r.t), json_escape(r.policy),
+                                policies::to_string(d.action), json_escape(d.reason));
   if (d.predicted_s && std::isfinite(*d.predicted_s))
     out += R"(, "predicted_s": )" + seconds_json(*d.predicted_s);
   if (d.action == policies::Decision::Action::Signal)

@@ -8,8 +8,7 @@
 //
 // predicted_s only when the policy predicted the time left to its limit; pid
 // and signal only for the signal action. Strings are escaped as the JSON log
-// escapes them (log::json_escape), which is why this is part of the runtime
-// library and not of the pure timeline one.
+// escapes them (util/escape.h).
 #pragma once
 
 #include <string>

@@ -17,4 +17,8 @@ size_t utf8_sequence(std::string_view s, size_t i);
 // included) and every byte of invalid UTF-8 becomes \xNN.
 std::string escape_text(std::string_view raw);
 
+// For a JSON string: valid UTF-8 out, bad bytes become U+FFFD, quotes,
+// backslashes and control characters escaped.
+std::string json_escape(std::string_view raw);
+
 }  // namespace recycler

@@ -1,8 +1,7 @@
 # tests of the timeline part: the trace format and writer, the replay loop and
 # its JSON output, and the acceptance test over the trace corpus.
 recycler_test(timeline_test unit SOURCES timeline_test.cpp LIBS recycler_timeline)
-# to_json is part of the runtime library: it reuses the JSON log's escaping.
-recycler_test(replay_test unit SOURCES replay_test.cpp LIBS recycler_core)
+recycler_test(replay_test unit SOURCES replay_test.cpp LIBS recycler_timeline)
 # Its tests are the rows of the corpus's expected.csv: listed again before each
 # ctest run, so that a changed manifest needs no rebuild.
 set(CMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE PRE_TEST)
