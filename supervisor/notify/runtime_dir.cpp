@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "supervisor/util/pidfd.h"
 #include "supervisor/util/safe_dir.h"
 
 namespace recycler::notify {
@@ -56,7 +57,7 @@ void remove_abandoned(int base) {
     std::string name = e->d_name;
     if (!all_digits(name) || name.size() > 9) continue;
     pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
-    if (pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH)) gone.push_back(name);
+    if (pid == ::getpid() || !process_exists(pid)) gone.push_back(name);
   }
   ::closedir(d);
   for (const std::string& name : gone) remove_tree(base, name, 0);

@@ -6,6 +6,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 namespace recycler {
 
 // A pidfd for `pid` (close-on-exec), or -1 with errno set.
@@ -16,6 +18,15 @@ inline int pidfd_open(pid_t pid) {
 // 0, or -1 with errno set (ESRCH once the process has exited).
 inline int pidfd_send_signal(int pidfd, int sig) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+// Whether a process with this pid exists (a zombie included): no signal is
+// involved, so nothing can reach a process by mistake.
+inline bool process_exists(pid_t pid) {
+  int fd = pidfd_open(pid);
+  if (fd < 0) return errno != ESRCH;
+  ::close(fd);
+  return true;
 }
 
 }  // namespace recycler

@@ -1,5 +1,8 @@
-// Result<T>: a value or an error message, for OS calls that can fail at run
-// time. Exceptions stay reserved for malformed configuration.
+// Result<T>: a value or an error message, for whatever can fail at run time
+// or on bad input (OS calls, files, traces). No exception crosses recycler's
+// own interfaces: config errors are collected as Diagnostics (config/parse.h),
+// and the exceptions of the libraries underneath (yaml-cpp, CLI11, the
+// standard library) are caught where they are called.
 #pragma once
 
 #include <string>
