@@ -245,9 +245,13 @@ void ProgramMonitor::execute(engine::Command& command) {
           } else if constexpr (std::is_same_v<C, engine::SignalProcess>) {
             unsigned index = c.slot;
             pid_t pid = c.pid;
-            SignalResult r = w.signal_process(pid, c.signal, [this, index, pid] {
-              controller_.process_exited(index, pid);
-              run_commands();
+            // The worker may outlive this monitor (a reload replaces it).
+            std::weak_ptr<ProgramMonitor*> self = self_;
+            SignalResult r = w.signal_process(pid, c.signal, [self, index, pid] {
+              if (auto alive = self.lock()) {
+                (*alive)->controller_.process_exited(index, pid);
+                (*alive)->run_commands();
+              }
             });
             controller_.process_signalled(index, pid,
                                           r == SignalResult::Sent ? engine::Signalled::Sent

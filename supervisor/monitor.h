@@ -88,6 +88,8 @@ class ProgramMonitor {
   engine::RecycleController controller_;
   std::optional<notify::OutputMatcher> matcher_;
   std::vector<std::unique_ptr<Slot>> slots_;  // by slot number
+  // What callbacks held by workers reach this monitor through; gone with it.
+  std::shared_ptr<ProgramMonitor*> self_ = std::make_shared<ProgramMonitor*>(this);
 };
 
 }  // namespace recycler
