@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <span>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "policies/policy.h"
@@ -115,16 +116,27 @@ struct Field {
   }
 };
 
-// The entries of a map, each key once, in file order.
+// The entries of a map, each key once, in file order. Small maps are
+// searched in place; a large one (the programs of a big config) is indexed,
+// so that reading it, duplicate checks included, stays linear.
 class MapView {
  public:
   void add(std::string key, Field field) {
+    if (!index_.empty() || entries_.size() + 1 > kScanLimit) {
+      if (index_.empty())
+        for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].first, i);
+      index_.emplace(key, entries_.size());
+    }
     entries_.emplace_back(std::move(key), std::move(field));
   }
   const std::vector<std::pair<std::string, Field>>& entries() const { return entries_; }
 
   // Present, even when null.
   const Field* find(std::string_view key) const {
+    if (!index_.empty()) {
+      auto it = index_.find(key);
+      return it == index_.end() ? nullptr : &entries_[it->second].second;
+    }
     for (const auto& [k, f] : entries_)
       if (k == key) return &f;
     return nullptr;
@@ -136,7 +148,13 @@ class MapView {
   }
 
  private:
+  static constexpr size_t kScanLimit = 32;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   std::vector<std::pair<std::string, Field>> entries_;
+  std::unordered_map<std::string, size_t, Hash, std::equal_to<>> index_;  // past kScanLimit
 };
 
 using Keys = std::span<const std::string_view>;
