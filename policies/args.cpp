@@ -42,25 +42,6 @@ std::string shortest(double v) {
 
 }  // namespace
 
-std::optional<double> parse_rate(std::string_view text, std::string* error) {
-  auto fail = [&](std::string why) -> std::optional<double> {
-    if (error) *error = std::move(why);
-    return std::nullopt;
-  };
-  size_t slash = text.rfind('/');
-  if (slash == std::string_view::npos)
-    return fail("expected a size per s, min or h, e.g. " + quote("1MiB/min"));
-  static constexpr std::pair<std::string_view, double> kPer[] = {
-      {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}};
-  std::string_view per = text.substr(slash + 1);
-  auto it = std::find_if(std::begin(kPer), std::end(kPer),
-                         [&](const auto& unit) { return unit.first == per; });
-  if (it == std::end(kPer)) return fail("unknown time unit " + quote(per) + "; use s, min or h");
-  auto bytes = config::parse_size(text.substr(0, slash), error);
-  if (!bytes) return std::nullopt;
-  return static_cast<double>(*bytes) / it->second;
-}
-
 std::optional<uint64_t> SizeLimit::resolve(const std::optional<uint64_t>& memory_max) const {
   if (!percent) return bytes;
   if (!memory_max) return std::nullopt;

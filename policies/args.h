@@ -15,11 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/units.h"
 #include "policies/policy.h"
 
 namespace recycler::policies {
-
-using Duration = std::chrono::milliseconds;
 
 // A memory limit as written: a size, or a percentage of the worker's
 // memory_max that is only known once the worker has a cgroup.
@@ -33,10 +32,8 @@ struct SizeLimit {
   std::string origin(const std::optional<uint64_t>& memory_max) const;
 };
 
-// A growth rate, a size per s, m, min or h ("1MiB/min", "64KiB/s", "2GiB/h"),
-// in bytes per second; the size as config::parse_size reads it. Returns
-// nullopt and sets *error to a sentence fragment on failure.
-std::optional<double> parse_rate(std::string_view text, std::string* error = nullptr);
+// A growth rate in bytes per second (policies/base/units.h).
+using units::parse_rate;
 
 class Args {
  public:

@@ -12,9 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/time.h"
+
 namespace recycler::policies {
 
-using Duration = std::chrono::milliseconds;
 
 // What is being recycled: a whole worker slot, or one process inside it.
 struct RecycleKey {

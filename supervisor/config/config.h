@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "policies/base/time.h"
+
 namespace recycler::policies {
 class Policy;
 }
 
 namespace recycler::config {
 
-using Duration = std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
 enum class RestartMode { Always, OnFailure, Never };
