@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/fields.h"
 #include "policies/base/sample.h"
 
 namespace recycler::policies {
@@ -104,11 +105,7 @@ class Policy {
 };
 
 // Where a factory reports what is wrong with its YAML node.
-class ErrorSink {
- public:
-  virtual ~ErrorSink() = default;
-  virtual void error(const YAML::Mark& at, std::string message) = 0;
-};
+using fields::ErrorSink;
 
 using Factory = std::function<std::unique_ptr<Policy>(const YAML::Node& args, ErrorSink& errors)>;
 

@@ -103,10 +103,7 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
   // A timeline records at least the cgroup's figures (cheap); per-process
   // ones only when a policy pays for them anyway.
   if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
-  if (program_->requests) {
-    std::string why;
-    matcher_ = notify::OutputMatcher::compile(program_->requests->pattern, &why);
-  }
+  if (program_->requests) matcher_ = program_->requests->matcher;  // compiled with the config
   for (const auto& w : workers) slots_.push_back(std::make_unique<Slot>(*w, *program_));
 }
 

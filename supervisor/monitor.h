@@ -107,7 +107,7 @@ class ProgramMonitor {
   std::shared_ptr<const config::ProgramConfig> program_;
   std::vector<const policies::Policy*> policies_;
   unsigned needs_ = 0;
-  std::optional<notify::OutputMatcher> matcher_;
+  std::shared_ptr<const notify::OutputMatcher> matcher_;  // the config's (RequestsConfig)
   policies::RecycleQueue queue_;
   std::vector<std::unique_ptr<Slot>> slots_;  // by slot number
   // Queued decisions, by key, waiting for a place in the queue.
