@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "policies/base/units.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/config/units.h"
 #include "supervisor/spawn.h"
 #include "supervisor/summary.h"
 #include "supervisor/supervisor.h"
@@ -80,7 +80,7 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   p.command = o.command;
   if (!o.memory_max.empty()) {
     std::string why;
-    p.limits.memory_max = config::parse_size(o.memory_max, &why);
+    p.limits.memory_max = units::parse_size(o.memory_max, &why);
     if (!p.limits.memory_max) {
       *status = usage_error("--memory-max: invalid size \"" + o.memory_max + "\": " + why);
       return std::nullopt;
@@ -222,7 +222,7 @@ int replay_command(const ReplayArgs& a) {
   if (!a.program.empty()) {
     program = cfg.find(a.program);
     if (!program)
-      return usage_error("--program: no program " + config::quote(a.program) + " in " +
+      return usage_error("--program: no program " + units::quote(a.program) + " in " +
                          a.config_file + "; its programs: " + program_names(cfg));
   } else if (cfg.programs.size() == 1) {
     program = &cfg.programs.front();

@@ -8,17 +8,17 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "supervisor/log.h"
 #include "supervisor/timeline/writer.h"
 #include "supervisor/util/pidfd.h"
 
 namespace recycler {
 
-using config::format_duration;
 using log::Level;
 using policies::Decision;
 using policies::RecycleKey;
+using units::format_duration;
 
 // A checkpoint asked of a worker: until it confirms, exits, or time is up.
 struct Checkpointing {
@@ -266,7 +266,7 @@ void ProgramMonitor::sample(Slot& slot) {
     log::warn(
         "{} is at {} of its {} memory_max and has not confirmed its checkpoint; restarting "
         "it without one",
-        w.name(), config::format_size(*s.current), config::format_size(*max));
+        w.name(), units::format_size(*s.current), units::format_size(*max));
     return end_checkpoint(slot, "memory", false);
   }
   evaluate(slot, run.last, 0);
@@ -444,15 +444,15 @@ void ProgramMonitor::begin_checkpoint(Slot& slot, size_t policy, const Decision&
       Level::Info, "checkpoint",
       fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
                   "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
-                  w.name(), config::signal_name(c.signal), *pid, format_duration(c.timeout),
+                  w.name(), units::signal_name(c.signal), *pid, format_duration(c.timeout),
                   c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)" : ""),
       {{"program", program_->name},
        {"slot", slot.index},
        {"pid", *pid},
        {"generation", w.generation()},
-       {"signal", config::signal_name(c.signal)},
+       {"signal", units::signal_name(c.signal)},
        {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
-  record(slot, "checkpoint", *pid, config::signal_name(c.signal));
+  record(slot, "checkpoint", *pid, units::signal_name(c.signal));
   w.expect_clean_exit(cause);
   Checkpointing& cp = slot.run->checkpoint.emplace();
   cp.policy = policy;
@@ -470,7 +470,7 @@ void ProgramMonitor::on_checkpoint_timeout(Slot& slot) {
     const auto& max = program_->limits.memory_max;
     log::warn("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
               slot.worker->name(), format_duration(c.timeout),
-              max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
+              max ? fmt::format(" until it nears its {} memory_max", units::format_size(*max))
                   : std::string());
     return;
   }

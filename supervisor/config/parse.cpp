@@ -21,9 +21,9 @@
 #include <utility>
 
 #include "policies/base/fields.h"
+#include "policies/base/units.h"
 #include "policies/policy.h"
 #include "supervisor/config/compile.h"
-#include "supervisor/config/units.h"
 #include "supervisor/util/escape.h"
 #include "supervisor/util/fd.h"
 
@@ -91,6 +91,10 @@ using fields::read_map;
 using fields::read_scalar;
 using fields::read_signal;
 using fields::read_size;
+using units::format_duration;
+using units::format_size;
+using units::quote;
+using units::suggest;
 
 // Assigns `out` only from a value that is present, not null, and valid.
 template <typename T, typename U>

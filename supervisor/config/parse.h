@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/units.h"  // suggest()
 #include "supervisor/config/config.h"
 #include "supervisor/config/host.h"
-#include "supervisor/config/units.h"  // suggest()
 
 namespace recycler::config {
 

@@ -1,6 +1,7 @@
-// Moved to policies/base/units.h, namespace recycler::units. These names keep
-// the old spellings compiling until every caller says units:: (then this
-// header goes).
+// Moved to policies/base/units.h, namespace recycler::units. Only
+// supervisor/timeline/replay_json.cpp still includes this header, for
+// config::signal_name: it is being moved elsewhere, and the same rename
+// (units::) will be applied there; then this header goes.
 #pragma once
 
 #include "policies/base/units.h"

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "policies/base/units.h"
 #include "policies/policy.h"
 #include "supervisor/config/compile.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/config/units.h"
 #include "supervisor/notify/output_match.h"
 #include "tests/unit/config_test_util.h"
 
@@ -29,6 +29,7 @@ using testing::Contains;
 using testing::ElementsAre;
 using testing::HasSubstr;
 using testing::IsEmpty;
+using units::parse_size;
 
 // --- Policies ----------------------------------------------------------------------
 

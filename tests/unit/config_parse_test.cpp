@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "policies/base/units.h"
 #include "policies/policy.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/config/units.h"
 #include "tests/unit/config_test_util.h"
 
 namespace recycler::config {
