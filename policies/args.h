@@ -1,8 +1,8 @@
 // Reading a policy factory's YAML node: a map of settings, each checked on its
 // own and reported at its own mark, in the words the config parser uses (both
-// read with policies/base/fields.h). The
-// parser puts the policy's path in front ("programs.api.policies[0].memory: "),
-// so messages start at the setting: `limit: invalid size "12XB": ...`.
+// read with policies/base/fields.h). The parser puts the policy's path in
+// front ("programs.api.policies[0].memory: "), so messages start at the
+// setting: `limit: invalid size "12XB": ...`.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
