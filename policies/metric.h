@@ -15,7 +15,6 @@
 
 namespace recycler::policies {
 
-
 // current, anon and file come from the worker's cgroup; rss, pss and uss
 // from each process (a worker's is the sum over its processes); device is
 // what the worker reports of its accelerator memory.

@@ -16,7 +16,6 @@
 
 namespace recycler::policies {
 
-
 // What is being recycled: a whole worker slot, or one process inside it.
 struct RecycleKey {
   unsigned slot = 0;
