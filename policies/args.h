@@ -1,7 +1,8 @@
 // Reading a policy factory's YAML node: a map of settings, each checked on its
-// own and reported at its own mark, in the words the config parser uses. The
-// parser puts the policy's path in front ("programs.api.policies[0].memory: "),
-// so messages start at the setting: `limit: invalid size "12XB": ...`.
+// own and reported at its own mark, in the words the config parser uses (both
+// read with policies/base/fields.h). The parser puts the policy's path in
+// front ("programs.api.policies[0].memory: "), so messages start at the
+// setting: `limit: invalid size "12XB": ...`.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -15,11 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/fields.h"
+#include "policies/base/units.h"
 #include "policies/policy.h"
 
 namespace recycler::policies {
-
-using Duration = std::chrono::milliseconds;
 
 // A memory limit as written: a size, or a percentage of the worker's
 // memory_max that is only known once the worker has a cgroup.
@@ -33,10 +34,8 @@ struct SizeLimit {
   std::string origin(const std::optional<uint64_t>& memory_max) const;
 };
 
-// A growth rate, a size per s, m, min or h ("1MiB/min", "64KiB/s", "2GiB/h"),
-// in bytes per second; the size as config::parse_size reads it. Returns
-// nullopt and sets *error to a sentence fragment on failure.
-std::optional<double> parse_rate(std::string_view text, std::string* error = nullptr);
+// A growth rate in bytes per second (policies/base/units.h).
+using units::parse_rate;
 
 class Args {
  public:
@@ -65,34 +64,32 @@ class Args {
   // Reports `message` at the key's value, or at the node when it is absent.
   void error(std::string_view key, std::string message);
   // Nothing was reported: the factory may build its policy.
-  bool ok() const { return count_ == 0; }
+  bool ok() const { return errors_.count() == 0; }
 
  private:
-  struct Entry {
-    std::string key;
-    YAML::Node value;
-    YAML::Mark key_mark;
+  // Counts what the readers report, so that ok() can tell.
+  class Counter final : public fields::ErrorSink {
+   public:
+    explicit Counter(ErrorSink& errors) : errors_(errors) {}
+    void error(const YAML::Mark& at, std::string message) override {
+      errors_.error(at, std::move(message));
+      ++count_;
+    }
+    int count() const { return count_; }
+
+   private:
+    ErrorSink& errors_;
+    int count_ = 0;
   };
 
-  const Entry* find(std::string_view key) const;
   // Present and not null.
-  const Entry* get(std::string_view key) const;
-  std::optional<std::string> scalar(const Entry& e, std::string_view kind);
-  template <typename T>
-  using Parser = std::optional<T> (*)(std::string_view, std::string*);
-  // Parses a value's text with one of the config's unit parsers, reporting its complaint.
-  template <typename T>
-  std::optional<T> parse(const Entry& e, const std::string& text, std::string_view kind,
-                         Parser<T> parser);
-  template <typename T>
-  std::optional<T> unit(std::string_view key, std::string_view kind, Parser<T> parser);
-  void report(const YAML::Mark& at, std::string message);
+  const fields::Field* get(std::string_view key) const { return entries_.get(key); }
+  void report(const YAML::Mark& at, std::string message) { errors_.error(at, std::move(message)); }
 
-  ErrorSink& errors_;
+  Counter errors_;
   YAML::Mark node_mark_;
-  std::vector<Entry> entries_;
-  bool malformed_ = false;  // not a map
-  int count_ = 0;
+  fields::MapView entries_;  // the known keys, each once; the settings' path is ""
+  bool malformed_ = false;   // not a map
 };
 
 // `scope: worker|process` and `signal:`, shared by the threshold policies.

@@ -35,16 +35,16 @@
 #include <memory>
 
 #include "policies/args.h"
+#include "policies/base/units.h"
 #include "policies/metric.h"
 #include "policies/trend.h"
-#include "supervisor/config/units.h"
 
 namespace recycler::policies {
 namespace {
 
 using namespace std::chrono_literals;
-using config::format_duration;
-using config::format_size;
+using units::format_duration;
+using units::format_size;
 using Bucket = BucketWindow::Bucket;
 
 constexpr size_t kBuckets = 64;

@@ -8,13 +8,13 @@
 #include <random>
 
 #include "policies/args.h"
+#include "policies/base/units.h"
 #include "policies/metric.h"
-#include "supervisor/config/units.h"
 
 namespace recycler::policies {
 namespace {
 
-using config::format_duration;
+using units::format_duration;
 
 class MaxLifetime final : public Policy {
  public:

@@ -7,14 +7,14 @@
 #include <memory>
 
 #include "policies/args.h"
+#include "policies/base/units.h"
 #include "policies/metric.h"
-#include "supervisor/config/units.h"
 
 namespace recycler::policies {
 namespace {
 
-using config::format_duration;
-using config::format_size;
+using units::format_duration;
+using units::format_size;
 
 class Memory final : public Policy {
  public:

@@ -10,11 +10,10 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "policies/base/time.h"
 #include "policies/policy.h"
 
 namespace recycler::policies {
-
-using Duration = std::chrono::milliseconds;
 
 // current, anon and file come from the worker's cgroup; rss, pss and uss
 // from each process (a worker's is the sum over its processes); device is

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace recycler::policies {
+#include "policies/base/time.h"
 
-using Duration = std::chrono::milliseconds;
+namespace recycler::policies {
 
 // What is being recycled: a whole worker slot, or one process inside it.
 struct RecycleKey {

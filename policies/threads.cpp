@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "policies/args.h"
+#include "policies/base/units.h"
 #include "policies/metric.h"
-#include "supervisor/config/units.h"
 
 namespace recycler::policies {
 namespace {
@@ -66,7 +66,7 @@ class Threads final : public Policy {
   // "212 threads > 200 for 1m"
   std::string reason(uint64_t threads, Duration held) const {
     std::string out = std::to_string(threads) + " threads > " + std::to_string(limit_);
-    if (hold_ > Duration::zero()) out += " for " + config::format_duration(held);
+    if (hold_ > Duration::zero()) out += " for " + units::format_duration(held);
     return out;
   }
 

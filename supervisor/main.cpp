@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "policies/base/units.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/config/units.h"
 #include "supervisor/spawn.h"
 #include "supervisor/summary.h"
 #include "supervisor/supervisor.h"
@@ -80,18 +80,13 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   p.command = o.command;
   if (!o.memory_max.empty()) {
     std::string why;
-    p.limits.memory_max = config::parse_size(o.memory_max, &why);
+    p.limits.memory_max = units::parse_size(o.memory_max, &why);
     if (!p.limits.memory_max) {
       *status = usage_error("--memory-max: invalid size \"" + o.memory_max + "\": " + why);
       return std::nullopt;
     }
   }
-  if (o.restart == "always")
-    p.restart.mode = config::RestartMode::Always;
-  else if (o.restart == "on-failure")
-    p.restart.mode = config::RestartMode::OnFailure;
-  else if (o.restart == "never")
-    p.restart.mode = config::RestartMode::Never;
+  if (auto mode = enum_value(config::kRestartModes, o.restart)) p.restart.mode = *mode;
   if (o.threads) p.threads = o.threads;
   // Several wrapped commands may run side by side: each run gets a root of its
   // own unless told otherwise.
@@ -110,16 +105,8 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
 }
 
 void apply_log_overrides(const RunOptions& o, config::Config& cfg) {
-  if (o.log_format == "json") cfg.log.format = config::LogFormat::Json;
-  if (o.log_format == "text") cfg.log.format = config::LogFormat::Text;
-  static const std::pair<const char*, config::LogLevel> levels[] = {
-      {"trace", config::LogLevel::Trace},
-      {"debug", config::LogLevel::Debug},
-      {"info", config::LogLevel::Info},
-      {"warn", config::LogLevel::Warn},
-      {"error", config::LogLevel::Error}};
-  for (const auto& [name, level] : levels)
-    if (o.log_level == name) cfg.log.level = level;
+  if (auto format = enum_value(config::kLogFormats, o.log_format)) cfg.log.format = *format;
+  if (auto level = enum_value(config::kLogLevels, o.log_level)) cfg.log.level = *level;
 }
 
 int run_command(const RunOptions& o) {
@@ -239,7 +226,7 @@ int replay_command(const ReplayArgs& a) {
   if (!a.program.empty()) {
     program = cfg.find(a.program);
     if (!program)
-      return usage_error("--program: no program " + config::quote(a.program) + " in " +
+      return usage_error("--program: no program " + units::quote(a.program) + " in " +
                          a.config_file + "; its programs: " + program_names(cfg));
   } else if (cfg.programs.size() == 1) {
     program = &cfg.programs.front();
@@ -302,7 +289,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--memory-max", run.memory_max,
                       "Wrap mode: cgroup memory limit, e.g. 512MiB, 2GiB");
   run_cmd->add_option("--restart", run.restart, "Wrap mode: when to restart the command")
-      ->check(CLI::IsMember({"always", "on-failure", "never"}))
+      ->check(CLI::IsMember(enum_names(config::kRestartModes)))
       ->capture_default_str();
   run_cmd
       ->add_option("--threads", run.threads,
@@ -311,9 +298,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
                       "Wrap mode: where worker cgroups go (default: recycler-run/NAME.PID)");
   run_cmd->add_option("--log-format", run.log_format, "Override log.format")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(CLI::IsMember(enum_names(config::kLogFormats)));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+      ->check(CLI::IsMember(enum_names(config::kLogLevels)));
   run_cmd->add_option("command", run.command, "Wrap mode: the command to run, after --");
   run_cmd->footer(
       "Forms:\n"

@@ -4,13 +4,13 @@
 #include <cstring>
 #include <type_traits>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "supervisor/log.h"
 
 namespace recycler {
 
-using config::format_duration;
 using log::Level;
+using units::format_duration;
 
 struct ProgramMonitor::Slot {
   explicit Slot(Worker& w) : worker(&w), index(w.slot()) {}
@@ -36,10 +36,7 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
       program_(std::move(program)),
       controller_(program_, static_cast<unsigned>(workers.size()),
                   [&timers = ctx.timers] { return timers.now(); }) {
-  if (program_->requests) {
-    std::string why;
-    matcher_ = notify::OutputMatcher::compile(program_->requests->pattern, &why);
-  }
+  if (program_->requests) matcher_ = program_->requests->matcher;  // compiled with the config
   for (const auto& w : workers) slots_.push_back(std::make_unique<Slot>(*w));
 }
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <csignal>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "supervisor/log.h"
 #include "supervisor/util/pidfd.h"
 #include "supervisor/uv.h"
@@ -45,7 +45,7 @@ ExitStatus ExitStatus::from_wait(int wstatus) {
 
 std::string ExitStatus::describe() const {
   if (!signaled) return "exited with status " + std::to_string(code);
-  return "killed by " + config::signal_name(signal) + (core_dumped ? " (core dumped)" : "");
+  return "killed by " + units::signal_name(signal) + (core_dumped ? " (core dumped)" : "");
 }
 
 class ProcessTable::Child final : public Process {

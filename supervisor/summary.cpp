@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 
 namespace recycler {
 namespace {
@@ -16,9 +16,9 @@ struct Item {
 
 std::vector<Item> limit_items(const config::Limits& l) {
   std::vector<Item> items;
-  if (l.memory_max) items.push_back({"memory", "memory_max " + config::format_size(*l.memory_max)});
+  if (l.memory_max) items.push_back({"memory", "memory_max " + units::format_size(*l.memory_max)});
   if (l.memory_high)
-    items.push_back({"memory", "memory_high " + config::format_size(*l.memory_high)});
+    items.push_back({"memory", "memory_high " + units::format_size(*l.memory_high)});
   if (l.pids_max) items.push_back({"pids", "pids_max " + std::to_string(*l.pids_max)});
   if (l.cpu) items.push_back({"cpu", fmt::format("cpu {:g}", *l.cpu)});
   return items;
@@ -70,14 +70,14 @@ std::string describe_program(const config::ProgramConfig& p) {
   if (!p.policies.empty()) {
     std::vector<std::string> sources;
     for (const config::PolicyConfig& policy : p.policies) sources.push_back(policy.source);
-    out += fmt::format("; policies (every {}): {}", config::format_duration(p.sample_interval),
+    out += fmt::format("; policies (every {}): {}", units::format_duration(p.sample_interval),
                        join(sources, ", "));
   }
   if (p.requests) out += "; requests counted by pattern " + p.requests->pattern;
   if (p.checkpoint != config::CheckpointConfig{})
     out += fmt::format(
-        "; checkpoint {} within {}, then {}", config::signal_name(p.checkpoint.signal),
-        config::format_duration(p.checkpoint.timeout), config::to_string(p.checkpoint.on_timeout));
+        "; checkpoint {} within {}, then {}", units::signal_name(p.checkpoint.signal),
+        units::format_duration(p.checkpoint.timeout), config::to_string(p.checkpoint.on_timeout));
   if (p.timeline) out += "; timeline in " + p.timeline->dir;
   return out;
 }

@@ -8,8 +8,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "policies/base/units.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/config/units.h"
 #include "supervisor/log.h"
 #include "supervisor/summary.h"
 

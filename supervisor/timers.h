@@ -7,11 +7,12 @@
 #include <functional>
 #include <memory>
 
+#include "policies/base/time.h"
+
 namespace recycler {
 
 using SteadyClock = std::chrono::steady_clock;
 using TimePoint = SteadyClock::time_point;
-using Duration = std::chrono::milliseconds;
 
 // Destroying the handle cancels the timer (if it has not fired yet).
 class Timer {

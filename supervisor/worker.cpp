@@ -7,13 +7,13 @@
 #include <csignal>
 #include <map>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "supervisor/log.h"
 
 namespace recycler {
 
-using config::format_duration;
 using log::Level;
+using units::format_duration;
 
 const char* to_string(WorkerState state) {
   switch (state) {
@@ -216,7 +216,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   std::optional<uint64_t> oom_now = cgroup_->oom_kills();
   bool oom = oom_now && oom_kills_at_start_ && *oom_now > *oom_kills_at_start_;
   const auto& max = program_->limits.memory_max;
-  std::string limit = max ? "cgroup memory limit " + config::format_size(*max)
+  std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
                           : "no memory limit on its cgroup: the host ran out of memory";
   std::string message;
   if (oom && status.signaled && status.signal == SIGKILL) {
@@ -236,7 +236,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
                      {"oom_kill", oom},
                      {"requested", requested}};
   if (status.signaled)
-    fields.emplace_back("signal", config::signal_name(status.signal));
+    fields.emplace_back("signal", units::signal_name(status.signal));
   else
     fields.emplace_back("status", status.code);
   log::event(level, oom ? "oom_kill" : "exit", message, fields);
@@ -346,11 +346,10 @@ void Worker::stop(std::function<void()> done) {
   stop_requested_ = true;
   if (done) stop_done_.push_back(std::move(done));
   const config::StopConfig& s = program_->stop;
-  log::event(
-      Level::Info, "stop",
-      fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
-                  config::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
-      {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
+  log::event(Level::Info, "stop",
+             fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
+                         units::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
+             {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
   send_stop_signal(StopPhase::StopSigterm);
 }
 
@@ -422,7 +421,7 @@ void Worker::send_stop_signal(StopPhase phase) {
   set_state(WorkerState::Stopping);
   terminate(*process_, s.signal, timer_, [this] {
     log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
-              format_duration(program_->stop.timeout), config::signal_name(program_->stop.signal));
+              format_duration(program_->stop.timeout), units::signal_name(program_->stop.signal));
     set_phase(StopPhase::StopSigkill);
     cgroup_->kill_all();
     if (process_) process_->signal(SIGKILL);  // in case the main process left its cgroup

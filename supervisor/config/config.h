@@ -12,20 +12,40 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "policies/base/enums.h"
+#include "policies/base/time.h"
 
 namespace recycler::policies {
 class Policy;
 }
+namespace recycler::notify {
+class OutputMatcher;
+}
 
 namespace recycler::config {
 
-using Duration = std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
+// One table per enum (policies/base/enums.h): to_string() below, the
+// parser and the command line all read it.
 enum class RestartMode { Always, OnFailure, Never };
+inline constexpr EnumName<RestartMode> kRestartModes[] = {{RestartMode::Always, "always"},
+                                                          {RestartMode::OnFailure, "on-failure"},
+                                                          {RestartMode::Never, "never"}};
+
 enum class LogFormat { Text, Json };
+inline constexpr EnumName<LogFormat> kLogFormats[] = {{LogFormat::Text, "text"},
+                                                      {LogFormat::Json, "json"}};
+
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
+inline constexpr EnumName<LogLevel> kLogLevels[] = {{LogLevel::Trace, "trace"},
+                                                    {LogLevel::Debug, "debug"},
+                                                    {LogLevel::Info, "info"},
+                                                    {LogLevel::Warn, "warn"},
+                                                    {LogLevel::Error, "error"}};
 
 struct Limits {
   std::optional<uint64_t> memory_max;   // bytes; v1 memory.limit_in_bytes, v2 memory.max
@@ -83,15 +103,21 @@ struct PolicyConfig {
 
 // Counting requests from the worker's output: each line matching `pattern`
 // is one request; a named group (?<pid>...) says which process served it.
+// `matcher` is the pattern compiled (config/compile.h), shared by every copy
+// of the config and every worker of the program: the supervisor is
+// single-threaded, and a match leaves nothing behind in it.
 struct RequestsConfig {
   std::string pattern;
-  bool operator==(const RequestsConfig&) const = default;
+  std::shared_ptr<const notify::OutputMatcher> matcher;
+  bool operator==(const RequestsConfig& o) const { return pattern == o.pattern; }
 };
 
 // How `action: checkpoint` asks a worker to save its work before a restart:
 // `signal` to the main process, then wait up to `timeout` for
 // RECYCLER_CHECKPOINTED=1 on the notify socket (or a clean exit).
 enum class CheckpointTimeout { Restart, Wait };
+inline constexpr EnumName<CheckpointTimeout> kCheckpointTimeouts[] = {
+    {CheckpointTimeout::Restart, "restart"}, {CheckpointTimeout::Wait, "wait"}};
 struct CheckpointConfig {
   int signal = SIGUSR1;
   Duration timeout = 5min;
@@ -165,9 +191,17 @@ inline constexpr const char* kThreadEnvVars[] = {"OMP_NUM_THREADS", "MKL_NUM_THR
                                                  "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                                                  "VECLIB_MAXIMUM_THREADS"};
 
-const char* to_string(RestartMode mode);
-const char* to_string(LogFormat format);
-const char* to_string(LogLevel level);
-const char* to_string(CheckpointTimeout on_timeout);
+constexpr const char* to_string(RestartMode mode) {
+  return enum_name(kRestartModes, mode);
+}
+constexpr const char* to_string(LogFormat format) {
+  return enum_name(kLogFormats, format);
+}
+constexpr const char* to_string(LogLevel level) {
+  return enum_name(kLogLevels, level);
+}
+constexpr const char* to_string(CheckpointTimeout on_timeout) {
+  return enum_name(kCheckpointTimeouts, on_timeout);
+}
 
 }  // namespace recycler::config

@@ -4,11 +4,7 @@
 #include "supervisor/config/parse.h"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -24,9 +20,10 @@
 #include <tuple>
 #include <utility>
 
+#include "policies/base/fields.h"
+#include "policies/base/units.h"
 #include "policies/policy.h"
-#include "supervisor/config/units.h"
-#include "supervisor/notify/output_match.h"
+#include "supervisor/config/compile.h"
 #include "supervisor/util/escape.h"
 #include "supervisor/util/fd.h"
 
@@ -38,11 +35,11 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------
 // Diagnostics
 
-class Report {
+class Report final : public fields::ErrorSink {
  public:
   explicit Report(std::string file) : file_(std::move(file)) {}
 
-  void error(const YAML::Mark& at, std::string message) {
+  void error(const YAML::Mark& at, std::string message) override {
     errors_.push_back(make(at, std::move(message), false));
   }
   void warning(const YAML::Mark& at, std::string message) {
@@ -80,178 +77,24 @@ YAML::Mark start_of_file() {
   return YAML::Mark();
 }
 
-// "a, b or c"
-std::string join_or(std::span<const std::string_view> words) {
-  std::string out;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
-    out += words[i];
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------
-// Generic node reading
+// Generic node reading: policies/base/fields.h
 
-// A node together with the dotted path that names it in messages. Fields are
-// copied, never assigned: assigning a YAML::Node rebinds the node it refers to
-// and would rewrite the document being read.
-struct Field {
-  std::string path;  // "" for the document itself
-  YAML::Node value;
-  YAML::Mark key_mark = YAML::Mark::null_mark();  // where the key naming it sits
-
-  bool null() const { return !value.IsDefined() || value.IsNull(); }
-  // yaml-cpp gives an empty value the mark of whatever token follows it, which
-  // may be lines further down, so errors about it point at its key instead.
-  YAML::Mark mark() const { return null() && !key_mark.is_null() ? key_mark : value.Mark(); }
-  std::string where() const { return path.empty() ? "at the top level" : "in " + path; }
-
-  Field child(const std::string& key, const YAML::Node& v, const YAML::Mark& at) const {
-    return Field{path.empty() ? key : path + "." + key, v, at};
-  }
-  Field item(size_t index, const YAML::Node& v) const {
-    return Field{path + "[" + std::to_string(index) + "]", v, v.Mark()};
-  }
-};
-
-// The entries of a map, each key once, in file order.
-class MapView {
- public:
-  void add(std::string key, Field field) {
-    entries_.emplace_back(std::move(key), std::move(field));
-  }
-  const std::vector<std::pair<std::string, Field>>& entries() const { return entries_; }
-
-  // Present, even when null.
-  const Field* find(std::string_view key) const {
-    for (const auto& [k, f] : entries_)
-      if (k == key) return &f;
-    return nullptr;
-  }
-  // Present and not null: a null value means "use the default".
-  const Field* get(std::string_view key) const {
-    const Field* f = find(key);
-    return f && !f->null() ? f : nullptr;
-  }
-
- private:
-  std::vector<std::pair<std::string, Field>> entries_;
-};
-
-using Keys = std::span<const std::string_view>;
-
-// Reads a map, reporting a non-map, non-string keys and duplicate keys (which
-// yaml-cpp accepts, and then answers lookups with the first). With `known`
-// set, keys outside it are errors too. A null map is an empty one.
-std::optional<MapView> read_map(const Field& f, Report& r, std::optional<Keys> known) {
-  MapView view;
-  if (f.null()) return view;
-  if (!f.value.IsMap()) {
-    r.error(f.mark(), f.path + " must be a map");
-    return std::nullopt;
-  }
-  for (const auto& entry : f.value) {
-    const YAML::Node& key = entry.first;
-    if (!key.IsScalar()) {
-      r.error(key.Mark(), "keys " + f.where() + " must be strings");
-      continue;
-    }
-    const std::string& name = key.Scalar();
-    if (const Field* first = view.find(name)) {
-      r.error(key.Mark(), "duplicate key " + quote(name) + " " + f.where() + " (first at line " +
-                              std::to_string(first->key_mark.line + 1) + ")");
-      continue;
-    }
-    if (known && std::find(known->begin(), known->end(), name) == known->end()) {
-      std::string hint = suggest(name, std::vector<std::string>(known->begin(), known->end()));
-      r.error(key.Mark(), "unknown key " + quote(name) + " " + f.where() +
-                              (hint.empty() ? "" : "; did you mean " + quote(hint) + "?"));
-    }
-    view.add(name, f.child(name, entry.second, key.Mark()));
-  }
-  return view;
-}
-
-std::optional<std::string> read_scalar(const Field& f, std::string_view kind, Report& r) {
-  if (f.value.IsScalar()) return f.value.Scalar();
-  r.error(f.mark(), f.path + " must be " + std::string(kind));
-  return std::nullopt;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Digits only: a sign, a fraction, an exponent or a boolean is not an integer here.
-std::optional<uint64_t> parse_digits(std::string_view s, bool* overflow = nullptr) {
-  if (!all_digits(s)) return std::nullopt;
-  uint64_t v = 0;
-  if (std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc()) {
-    if (overflow) *overflow = true;
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<uint64_t> read_integer(const Field& f, uint64_t lo, uint64_t hi, Report& r) {
-  auto text = read_scalar(f, "an integer", r);
-  if (!text) return std::nullopt;
-  std::string expected =
-      "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-  bool overflow = false;
-  auto v = parse_digits(*text, &overflow);
-  bool negative = text->starts_with('-') && all_digits(std::string_view(*text).substr(1));
-  if (overflow || negative || (v && (*v < lo || *v > hi))) {
-    r.error(f.mark(), f.path + ": " + *text + " is out of range; " + expected);
-    return std::nullopt;
-  }
-  if (!v) {
-    r.error(f.mark(), f.path + ": invalid value " + quote(*text) + "; " + expected);
-    return std::nullopt;
-  }
-  return v;
-}
-
-template <typename T, typename Parse>
-std::optional<T> read_unit(const Field& f, std::string_view kind, Parse parse, Report& r) {
-  auto text = read_scalar(f, "a " + std::string(kind), r);
-  if (!text) return std::nullopt;
-  std::string why;
-  auto v = parse(*text, &why);
-  if (!v)
-    r.error(f.mark(), f.path + ": invalid " + std::string(kind) + " " + quote(*text) + ": " + why);
-  return v;
-}
-
-std::optional<uint64_t> read_size(const Field& f, Report& r) {
-  return read_unit<uint64_t>(f, "size", parse_size, r);
-}
-std::optional<Duration> read_duration(const Field& f, Report& r) {
-  return read_unit<Duration>(f, "duration", parse_duration, r);
-}
-std::optional<int> read_signal(const Field& f, Report& r) {
-  return read_unit<int>(f, "signal", parse_signal, r);
-}
-
-template <typename E>
-struct Choice {
-  std::string_view name;
-  E value;
-};
-
-template <typename E, size_t N>
-std::optional<E> read_choice(const Field& f, const std::array<Choice<E>, N>& choices, Report& r) {
-  auto text = read_scalar(f, "a string", r);
-  if (!text) return std::nullopt;
-  std::array<std::string_view, N> names;
-  for (size_t i = 0; i < N; ++i) {
-    if (choices[i].name == *text) return choices[i].value;
-    names[i] = choices[i].name;
-  }
-  r.error(f.mark(), f.path + ": invalid value " + quote(*text) + "; expected " + join_or(names));
-  return std::nullopt;
-}
+using fields::Field;
+using fields::Keys;
+using fields::MapView;
+using fields::parse_digits;
+using fields::read_choice;
+using fields::read_duration;
+using fields::read_integer;
+using fields::read_map;
+using fields::read_scalar;
+using fields::read_signal;
+using fields::read_size;
+using units::format_duration;
+using units::format_size;
+using units::quote;
+using units::suggest;
 
 // Assigns `out` only from a value that is present, not null, and valid.
 template <typename T, typename U>
@@ -304,15 +147,8 @@ constexpr unsigned kMaxTimelineKeep = 1000;
 void parse_log(const Field& f, LogConfig& log, Report& r) {
   auto map = read_map(f, r, kLogKeys);
   if (!map) return;
-  constexpr std::array<Choice<LogLevel>, 5> kLevels{{{"trace", LogLevel::Trace},
-                                                     {"debug", LogLevel::Debug},
-                                                     {"info", LogLevel::Info},
-                                                     {"warn", LogLevel::Warn},
-                                                     {"error", LogLevel::Error}}};
-  constexpr std::array<Choice<LogFormat>, 2> kFormats{
-      {{"text", LogFormat::Text}, {"json", LogFormat::Json}}};
-  if (auto* v = map->get("level")) set(log.level, read_choice(*v, kLevels, r));
-  if (auto* v = map->get("format")) set(log.format, read_choice(*v, kFormats, r));
+  if (auto* v = map->get("level")) set(log.level, read_choice(*v, kLogLevels, r));
+  if (auto* v = map->get("format")) set(log.format, read_choice(*v, kLogFormats, r));
 }
 
 // strchr() would also find the terminating NUL, which YAML can spell "\0".
@@ -395,67 +231,44 @@ void parse_env(const Field& f, ProgramConfig& p, Report& r) {
 
 // Relative directories are relative to the config file, not to wherever the
 // recycler happened to be started from.
-void parse_cwd(const Field& f, const fs::path& base, ProgramConfig& p, Report& r) {
+void parse_cwd(const Field& f, const fs::path& base, const HostLookup& host, ProgramConfig& p,
+               Report& r) {
   auto text = read_scalar(f, "a string", r);
   if (!text) return;
   if (text->empty()) return r.error(f.mark(), f.path + " must not be empty");
   std::error_code ec;
   fs::path dir = fs::absolute(base / *text, ec).lexically_normal();
   if (!dir.has_filename() && dir != dir.root_path()) dir = dir.parent_path();
-  auto status = fs::status(dir, ec);
-  if (!fs::exists(status)) {
+  auto type = host.file_type(dir.string());
+  if (type == HostLookup::FileType::Missing) {
     r.error(f.mark(), f.path + ": " + quote(dir.string()) + " does not exist");
-  } else if (!fs::is_directory(status)) {
+  } else if (type != HostLookup::FileType::Directory) {
     r.error(f.mark(), f.path + ": " + quote(dir.string()) + " is not a directory");
   }
   p.cwd = dir.string();
 }
 
-// getpwnam_r() and getgrnam_r() want a caller-supplied buffer: grow it until
-// the entry fits. Only the ids are returned, since the names point into it.
-std::optional<std::pair<uid_t, gid_t>> find_user(const std::string& name) {
-  passwd entry{};
-  passwd* found = nullptr;
-  std::vector<char> buffer(4096);
-  int err = 0;
-  while ((err = getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
-    buffer.resize(buffer.size() * 2);
-  if (err != 0 || !found) return std::nullopt;
-  return std::pair{entry.pw_uid, entry.pw_gid};
-}
-
-std::optional<gid_t> find_group(const std::string& name) {
-  group entry{};
-  group* found = nullptr;
-  std::vector<char> buffer(4096);
-  int err = 0;
-  while ((err = getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
-    buffer.resize(buffer.size() * 2);
-  if (err != 0 || !found) return std::nullopt;
-  return entry.gr_gid;
-}
-
 // Without root, setuid()/setgid() can only keep the ids the recycler already
 // has; catching that here beats every spawn failing later.
-void parse_identity(const MapView& map, ProgramConfig& p, Report& r) {
-  bool root = geteuid() == 0;
+void parse_identity(const MapView& map, const HostLookup& host, ProgramConfig& p, Report& r) {
+  bool root = host.euid() == 0;
   if (const Field* f = map.get("user")) {
     auto name = read_scalar(*f, "a string", r);
-    auto ids = name ? find_user(*name) : std::nullopt;
+    auto ids = name ? host.user(*name) : std::nullopt;
     if (name && !ids) r.error(f->mark(), f->path + ": unknown user " + quote(*name));
-    if (ids && !root && ids->first != geteuid())
+    if (ids && !root && ids->uid != host.euid())
       r.error(f->mark(), f->path + ": running programs as another user needs root");
     if (ids) {
       p.user = *name;
-      p.uid = ids->first;
-      p.gid = ids->second;
+      p.uid = ids->uid;
+      p.gid = ids->gid;
     }
   }
   if (const Field* f = map.get("group")) {
     auto name = read_scalar(*f, "a string", r);
-    auto gid = name ? find_group(*name) : std::nullopt;
+    auto gid = name ? host.group(*name) : std::nullopt;
     if (name && !gid) r.error(f->mark(), f->path + ": unknown group " + quote(*name));
-    if (gid && !root && *gid != getegid())
+    if (gid && !root && *gid != host.egid())
       r.error(f->mark(), f->path + ": running programs as another group needs root");
     if (gid) {
       p.group = *name;
@@ -625,10 +438,7 @@ void parse_crash_loop(const Field& f, CrashLoopConfig& crash_loop, Report& r) {
 void parse_restart(const Field& f, RestartConfig& restart, Report& r) {
   auto map = read_map(f, r, kRestartKeys);
   if (!map) return;
-  constexpr std::array<Choice<RestartMode>, 3> kModes{{{"always", RestartMode::Always},
-                                                       {"on-failure", RestartMode::OnFailure},
-                                                       {"never", RestartMode::Never}}};
-  if (auto* v = map->get("mode")) set(restart.mode, read_choice(*v, kModes, r));
+  if (auto* v = map->get("mode")) set(restart.mode, read_choice(*v, kRestartModes, r));
   if (auto* v = map->find("backoff")) parse_backoff(*v, restart.backoff, r);
   if (auto* v = map->find("crash_loop")) parse_crash_loop(*v, restart.crash_loop, r);
 }
@@ -694,24 +504,6 @@ void check_duplicate_keys(const Field& f, Report& r) {
   }
 }
 
-class PolicyErrors : public policies::ErrorSink {
- public:
-  PolicyErrors(Report& report, std::string prefix, YAML::Mark fallback)
-      : report_(report), prefix_(std::move(prefix)), fallback_(fallback) {}
-
-  void error(const YAML::Mark& at, std::string message) override {
-    report_.error(at.is_null() ? fallback_ : at, prefix_ + message);
-    ++count_;
-  }
-  int count() const { return count_; }
-
- private:
-  Report& report_;
-  std::string prefix_;
-  YAML::Mark fallback_;
-  int count_ = 0;
-};
-
 std::string unknown_policy(const std::string& name) {
   auto names = policies::Registry::instance().names();
   std::string message = "unknown policy " + quote(name);
@@ -722,7 +514,9 @@ std::string unknown_policy(const std::string& name) {
   return message + " (available: " + list + ")";
 }
 
-std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
+// Checks an entry's shape and name; its settings are the factory's business,
+// at compile().
+std::optional<PolicySpec> parse_policy(const Field& item, Report& r) {
   if (!item.value.IsMap() || item.value.size() != 1) {
     r.error(item.mark(), item.path + " must be a map with a single key, the policy name");
     return std::nullopt;
@@ -734,8 +528,7 @@ std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
   }
   const std::string name = entry.first.Scalar();
   Field args = item.child(name, entry.second, entry.first.Mark());
-  const policies::Factory* factory = policies::Registry::instance().find(name);
-  if (!factory) {
+  if (!policies::Registry::instance().find(name)) {
     r.error(entry.first.Mark(), item.path + ": " + unknown_policy(name));
     return std::nullopt;
   }
@@ -745,53 +538,28 @@ std::optional<PolicyConfig> parse_policy(const Field& item, Report& r) {
     for (const auto& arg : args.value)
       if (arg.first.IsScalar())
         check_duplicate_keys(args.child(arg.first.Scalar(), arg.second, arg.first.Mark()), r);
-  PolicyErrors errors(r, args.path + ": ", args.key_mark);
-  std::unique_ptr<policies::Policy> policy;
   // An empty node carries the mark of the next token, possibly lines below;
   // a fresh null node has none, so its errors land on the policy name.
-  const YAML::Node node = args.null() ? YAML::Node() : args.value;
-  try {
-    policy = (*factory)(node, errors);
-  } catch (const YAML::Exception& e) {
-    // A factory that reads its node with as<T>() throws on a wrong type.
-    errors.error(e.mark, e.msg);
-  } catch (const std::exception& e) {
-    errors.error(args.key_mark, e.what());
-  }
-  if (errors.count() > 0) return std::nullopt;
-  if (!policy) {
-    r.error(args.key_mark, args.path + ": the policy could not be created");
-    return std::nullopt;
-  }
-  return PolicyConfig{name, canonical(item.value), std::move(policy)};
+  return PolicySpec{name, args.null() ? YAML::Node() : args.value, args.path, args.key_mark,
+                    canonical(item.value)};
 }
 
-void parse_policies(const Field& f, ProgramConfig& p, Report& r) {
+void parse_policies(const Field& f, ProgramSpec& spec, Report& r) {
   if (f.null()) return;
   if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a list");
-  for (size_t i = 0; i < f.value.size(); ++i) {
-    Field item = f.item(i, f.value[i]);
-    auto policy = parse_policy(item, r);
-    if (!policy) continue;
-    if (policy->policy->needs_memory_max() && !p.limits.memory_max)
-      r.error(item.value.begin()->first.Mark(),
-              item.path + "." + policy->name +
-                  ": a percentage limit needs limits.memory_max, which is not set");
-    p.policies.push_back(*policy);
-  }
+  for (size_t i = 0; i < f.value.size(); ++i)
+    if (auto policy = parse_policy(f.item(i, f.value[i]), r))
+      spec.policies.push_back(std::move(*policy));
 }
 
-void parse_requests(const Field& f, ProgramConfig& p, Report& r) {
+void parse_requests(const Field& f, ProgramSpec& spec, Report& r) {
   auto map = read_map(f, r, kRequestsKeys);
   if (!map) return;
   const Field* v = map->get("pattern");
   if (!v) return r.error(f.mark(), f.path + ".pattern is required");
   auto text = read_scalar(*v, "a string", r);
   if (!text) return;
-  std::string why;
-  if (!notify::OutputMatcher::compile(*text, &why))
-    return r.error(v->mark(), v->path + ": invalid pattern " + quote(*text) + ": " + why);
-  p.requests = RequestsConfig{*text};
+  spec.requests = RequestsSpec{*text, v->path, v->mark()};
 }
 
 void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
@@ -805,9 +573,8 @@ void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
     else
       set(checkpoint.timeout, d);
   }
-  constexpr std::array<Choice<CheckpointTimeout>, 2> kOnTimeout{
-      {{"restart", CheckpointTimeout::Restart}, {"wait", CheckpointTimeout::Wait}}};
-  if (auto* v = map->get("on_timeout")) set(checkpoint.on_timeout, read_choice(*v, kOnTimeout, r));
+  if (auto* v = map->get("on_timeout"))
+    set(checkpoint.on_timeout, read_choice(*v, kCheckpointTimeouts, r));
 }
 
 // The directory is created when the program starts (it may be on a volume
@@ -838,12 +605,8 @@ void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Repo
 // Executable check: a warning only, since the program may be installed by the
 // time it starts, or PATH may differ on the machine the config is meant for.
 
-bool is_executable(const fs::path& file) {
-  struct stat st {};
-  return ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0;
-}
-
-void check_executable(const ProgramConfig& p, const Field& command, Report& r) {
+void check_executable(const ProgramConfig& p, const Field& command, const HostLookup& host,
+                      Report& r) {
   if (p.shell || p.command.empty() || p.command[0].empty()) return;
   const std::string& argv0 = p.command[0];
   YAML::Mark at = command.value[0].Mark();
@@ -851,18 +614,17 @@ void check_executable(const ProgramConfig& p, const Field& command, Report& r) {
     fs::path file = argv0;
     // exec happens after the chdir into cwd.
     if (file.is_relative() && !p.cwd.empty()) file = fs::path(p.cwd) / file;
-    std::error_code ec;
-    if (!fs::exists(file, ec))
+    if (host.file_type(file.string()) == HostLookup::FileType::Missing)
       r.warning(at, command.path + ": " + quote(argv0) + " does not exist");
-    else if (!is_executable(file))
+    else if (!host.executable(file.string()))
       r.warning(at, command.path + ": " + quote(argv0) + " is not an executable file");
     return;
   }
   std::string path;
   if (auto it = p.env.find("PATH"); it != p.env.end()) {
     path = it->second;
-  } else if (const char* own = std::getenv("PATH")) {
-    path = own;
+  } else if (auto own = host.path_env()) {
+    path = *own;
   } else {
     path = "/bin:/usr/bin";  // what execvp() falls back to
   }
@@ -870,7 +632,7 @@ void check_executable(const ProgramConfig& p, const Field& command, Report& r) {
   while (true) {
     size_t colon = rest.find(':');
     std::string_view dir = rest.substr(0, colon);
-    if (is_executable(fs::path(dir.empty() ? "." : dir) / argv0)) return;
+    if (host.executable((fs::path(dir.empty() ? "." : dir) / argv0).string())) return;
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
   }
@@ -878,7 +640,7 @@ void check_executable(const ProgramConfig& p, const Field& command, Report& r) {
 }
 
 ProgramConfig parse_program(const std::string& name, const Field& f, const fs::path& base,
-                            Report& r) {
+                            const HostLookup& host, ProgramSpec& spec, Report& r) {
   ProgramConfig p;
   p.name = name;
   if (!valid_program_name(name))
@@ -896,16 +658,16 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
     r.error(f.key_mark, f.path + ".command is required");
   }
   if (auto* v = map->find("env")) parse_env(*v, p, r);
-  if (auto* v = map->get("cwd")) parse_cwd(*v, base, p, r);
-  parse_identity(*map, p, r);
+  if (auto* v = map->get("cwd")) parse_cwd(*v, base, host, p, r);
+  parse_identity(*map, host, p, r);
   if (auto* v = map->get("instances")) set(p.instances, read_integer(*v, 1, kMaxInstances, r));
   if (auto* v = map->get("threads")) set(p.threads, read_integer(*v, 1, kMaxThreads, r));
   if (auto* v = map->find("limits")) parse_limits(*v, p.limits, r);
   if (auto* v = map->find("rlimits")) parse_rlimits(*v, p, r);
   if (auto* v = map->find("stop")) parse_stop(*v, p.stop, r);
   if (auto* v = map->find("restart")) parse_restart(*v, p.restart, r);
-  if (auto* v = map->find("policies")) parse_policies(*v, p, r);
-  if (auto* v = map->find("requests")) parse_requests(*v, p, r);
+  if (auto* v = map->find("policies")) parse_policies(*v, spec, r);
+  if (auto* v = map->find("requests")) parse_requests(*v, spec, r);
   if (auto* v = map->get("sample_interval")) {
     if (auto d = read_duration(*v, r); d && *d < kMinSampleInterval)
       r.error(v->mark(), v->path + ": " + format_duration(*d) + " is too short; at least " +
@@ -918,18 +680,18 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   if (auto* v = map->get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map->find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
   if (auto* v = map->find("timeline")) parse_timeline(*v, base, p, r);
-  if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, r);
+  if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, host, r);
   return p;
 }
 
 void parse_programs(const Field* f, const YAML::Mark& root, Config& config, const fs::path& base,
-                    Report& r) {
+                    const HostLookup& host, std::vector<ProgramSpec>& specs, Report& r) {
   if (!f) return r.error(root, "programs is required");
   auto map = read_map(*f, r, std::nullopt);
   if (!map) return;
   if (map->entries().empty()) return r.error(f->mark(), "programs must not be empty");
   for (const auto& [name, program] : map->entries())
-    config.programs.push_back(parse_program(name, program, base, r));
+    config.programs.push_back(parse_program(name, program, base, host, specs.emplace_back(), r));
 }
 
 // Where each YAML document of a text starts and where its content does, for
@@ -982,7 +744,8 @@ class DocumentStarts final : public YAML::EventHandler {
   bool first_ = false;
 };
 
-LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base) {
+LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base,
+                          const HostLookup& host) {
   Report r(file);
   std::string text(yaml);
   YAML::Node document;
@@ -1016,10 +779,13 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   }
   Config config;
   config.path = file;
+  std::vector<ProgramSpec> specs;  // one per program, in the same order
   auto top = read_map(root, r, kTopKeys);
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
-  parse_programs(top->find("programs"), root.value.Mark(), config, base, r);
+  parse_programs(top->find("programs"), root.value.Mark(), config, base, host, specs, r);
+  // The compile step: policies and request patterns, built once.
+  for (size_t i = 0; i < specs.size(); ++i) compile(specs[i], config.programs[i], r);
   return std::move(r).finish(std::move(config));
 }
 
@@ -1034,6 +800,10 @@ std::string Diagnostic::str() const {
 }
 
 LoadResult load_file(const std::string& path) {
+  return load_file(path, HostLookup::real());
+}
+
+LoadResult load_file(const std::string& path, const HostLookup& host) {
   Result<std::string> text = read_regular_file(path, kMaxConfigBytes);
   if (!text) {
     Report r(path);
@@ -1042,11 +812,16 @@ LoadResult load_file(const std::string& path) {
     r.error(YAML::Mark::null_mark(), "cannot read config: " + why);
     return std::move(r).finish(std::nullopt);
   }
-  return parse_document(*text, path, fs::path(path).parent_path());
+  return parse_document(*text, path, fs::path(path).parent_path(), host);
 }
 
 LoadResult parse_string(std::string_view yaml, const std::string& file_name) {
-  return parse_document(yaml, file_name, fs::path(file_name).parent_path());
+  return parse_string(yaml, file_name, HostLookup::real());
+}
+
+LoadResult parse_string(std::string_view yaml, const std::string& file_name,
+                        const HostLookup& host) {
+  return parse_document(yaml, file_name, fs::path(file_name).parent_path(), host);
 }
 
 bool valid_program_name(std::string_view name) {

@@ -9,8 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/units.h"  // suggest()
 #include "supervisor/config/config.h"
-#include "supervisor/config/units.h"  // suggest()
+#include "supervisor/config/host.h"
 
 namespace recycler::config {
 
@@ -35,8 +36,13 @@ struct LoadResult {
 // /dev/zero` or a FIFO is an error at once, not a hang or memory exhausted.
 inline constexpr uint64_t kMaxConfigBytes = 16 << 20;
 
+// Users, groups, PATH and files are looked up on this machine
+// (HostLookup::real()) unless a host is given.
 LoadResult load_file(const std::string& path);
+LoadResult load_file(const std::string& path, const HostLookup& host);
 LoadResult parse_string(std::string_view yaml, const std::string& file_name);
+LoadResult parse_string(std::string_view yaml, const std::string& file_name,
+                        const HostLookup& host);
 
 // Error-free checks shared with the command line's wrap mode.
 bool valid_program_name(std::string_view name);

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <csignal>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 
 namespace recycler::engine {
 
-using config::format_duration;
 using config::LogLevel;
 using policies::RecycleKey;
+using units::format_duration;
 
 RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig> program,
                                      unsigned slots, Clock clock)
@@ -145,7 +145,7 @@ void RecycleController::sampled(unsigned slot, policies::Sample sample) {
     log(LogLevel::Warn,
         fmt::format("{} is at {} of its {} memory_max and has not confirmed its checkpoint; "
                     "restarting it without one",
-                    name(slot), config::format_size(*s.current), config::format_size(*max)));
+                    name(slot), units::format_size(*s.current), units::format_size(*max)));
     return end_checkpoint(slot, "memory", false);
   }
   evaluate(slot, run.last, 0);
@@ -329,15 +329,15 @@ void RecycleController::checkpoint_sent(unsigned slot, pid_t pid) {
   event(LogLevel::Info, "checkpoint",
         fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
                     "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
-                    name(slot), config::signal_name(c.signal), pid, format_duration(c.timeout),
+                    name(slot), units::signal_name(c.signal), pid, format_duration(c.timeout),
                     c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)" : ""),
         {{"program", program_->name},
          {"slot", slot},
          {"pid", pid},
          {"generation", run.generation},
-         {"signal", config::signal_name(c.signal)},
+         {"signal", units::signal_name(c.signal)},
          {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
-  record(slot, "checkpoint", pid, config::signal_name(c.signal));
+  record(slot, "checkpoint", pid, units::signal_name(c.signal));
   Checkpointing& cp = run.checkpoint.emplace();
   cp.policy = policy;
   cp.reason = std::move(reason);
@@ -354,11 +354,10 @@ void RecycleController::checkpoint_timer_fired(unsigned slot) {
     cp.overdue = true;
     const auto& max = program_->limits.memory_max;
     log(LogLevel::Warn,
-        fmt::format(
-            "{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
-            name(slot), format_duration(c.timeout),
-            max ? fmt::format(" until it nears its {} memory_max", config::format_size(*max))
-                : std::string()));
+        fmt::format("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
+                    name(slot), format_duration(c.timeout),
+                    max ? fmt::format(" until it nears its {} memory_max", units::format_size(*max))
+                        : std::string()));
     return;
   }
   log(LogLevel::Warn,

@@ -42,6 +42,7 @@
 #include <variant>
 #include <vector>
 
+#include "policies/base/time.h"
 #include "policies/policy.h"
 #include "policies/recycle_gate.h"
 #include "supervisor/config/config.h"
@@ -50,7 +51,7 @@
 
 namespace recycler::engine {
 
-using config::Duration;
+using recycler::Duration;
 using policies::Decision;
 using policies::TimePoint;
 

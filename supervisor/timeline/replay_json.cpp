@@ -5,7 +5,7 @@
 #include <cmath>
 #include <csignal>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "supervisor/util/escape.h"
 
 namespace recycler::timeline {
@@ -20,7 +20,7 @@ std::string seconds_json(double s) {
 
 // "TERM" for SIGTERM; the number for a signal without a name.
 std::string signal_json(int sig) {
-  std::string name = config::signal_name(sig == 0 ? SIGTERM : sig);
+  std::string name = units::signal_name(sig == 0 ? SIGTERM : sig);
   return name.starts_with("SIG") ? name.substr(3) : std::to_string(sig);
 }
 
@@ -28,9 +28,9 @@ std::string signal_json(int sig) {
 
 std::string to_json(const Replayed& r) {
   const policies::Decision& d = r.decision;
-  std::string out = fmt::format(R"({{"t": {}, "policy": "{}", "action": "{}", "reason": "{}")",
-                                seconds_json(r.t), json_escape(r.policy),
-                                policies::to_string(d.action), json_escape(d.reason));
+  std::string out =
+      fmt::format(R"({{"t": {}, "policy": "{}", "action": "{}", "reason": "{}")", seconds_json(r.t),
+                  json_escape(r.policy), policies::to_string(d.action), json_escape(d.reason));
   if (d.predicted_s && std::isfinite(*d.predicted_s))
     out += R"(, "predicted_s": )" + seconds_json(*d.predicted_s);
   if (d.action == policies::Decision::Action::Signal)

@@ -9,8 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include "policies/base/units.h"
 #include "policies/metric.h"
-#include "supervisor/config/units.h"
 #include "supervisor/util/fd.h"
 
 namespace recycler::timeline {
@@ -92,7 +92,7 @@ class Reader {
         if (cell == kColumnNames[i]) found = static_cast<Column>(i);
       if (!found) {
         std::vector<std::string> names(kColumnNames.begin(), kColumnNames.end());
-        std::string hint = config::suggest(cell, names);
+        std::string hint = units::suggest(cell, names);
         return error(line, "column " + std::string(cell) + ": unknown column" +
                                (hint.empty() ? "" : " (did you mean " + hint + "?)") +
                                "; known columns: " + known_columns());
@@ -177,8 +177,7 @@ class Reader {
       auto [dend, dec] = std::from_chars(cell.data(), last, d);
       bool bytes = c != Column::Requests && c != Column::Threads;
       if (dec != std::errc() || dend != last || !std::isfinite(d))
-        return error(line, c,
-                     config::quote(cell) + " is not a number" + (bytes ? " of bytes" : ""));
+        return error(line, c, units::quote(cell) + " is not a number" + (bytes ? " of bytes" : ""));
       if (d < 0) return error(line, c, std::string(cell) + " is negative");
       if (d >= 0x1p64) return error(line, c, std::string(cell) + " is out of range");
       v = static_cast<uint64_t>(d);
@@ -193,7 +192,7 @@ class Reader {
     double t = 0;
     auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), t);
     if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(t))
-      return error(line, Column::T, config::quote(cell) + " is not a number of seconds");
+      return error(line, Column::T, units::quote(cell) + " is not a number of seconds");
     if (t < 0) return error(line, Column::T, std::string(cell) + " is negative");
     if (t > kMaxSeconds) return error(line, Column::T, std::string(cell) + " is out of range");
     if (last_ && t < *last_)

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "policies/base/time.h"
 #include "policies/policy.h"
 
 namespace recycler::testing {
@@ -23,7 +24,6 @@ using policies::ProcessSample;
 using policies::Sample;
 using policies::TimePoint;
 using policies::WorkerContext;
-using Duration = std::chrono::milliseconds;
 
 constexpr uint64_t operator""_KiB(unsigned long long n) {
   return n << 10;

@@ -1,3 +1,3 @@
 # tests of the notify part
 recycler_test(notify_test unit SOURCES notify_test.cpp LIBS recycler_core)
-recycler_test(output_match_test unit SOURCES output_match_test.cpp LIBS recycler_config)
+recycler_test(output_match_test unit SOURCES output_match_test.cpp LIBS recycler_match)

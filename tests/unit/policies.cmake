@@ -14,3 +14,4 @@ recycler_test(recycle_gate_test unit SOURCES recycle_gate_test.cpp LIBS recycler
 recycler_test(policy_leak_test unit
   SOURCES policy_leak_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(trend_test unit SOURCES trend_test.cpp LIBS recycler_policies)
+recycler_test(fields_test unit SOURCES fields_test.cpp LIBS recycler_fields)

@@ -4,7 +4,7 @@
 #include <csignal>
 #include <set>
 
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 #include "tests/support/policy_harness.h"
 
 namespace recycler::testing {
@@ -80,7 +80,7 @@ TEST_F(MaxLifetimePolicy, ReasonShowsTheDrawnJitter) {
   Watch watch(*policy, worker_at(started, 11));
   Duration limit = first_firing(watch, started, 6h, 6h + 10min);
   ASSERT_GT(limit, 6h);
-  using config::format_duration;
+  using units::format_duration;
   EXPECT_EQ(watch(at(started + limit)).reason,
             "up " + format_duration(limit) + " >= max lifetime " + format_duration(limit) +
                 " (6h + jitter " + format_duration(limit - 6h) + ")");

@@ -1,4 +1,4 @@
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-namespace recycler::config {
+namespace recycler::units {
 namespace {
 
 using namespace std::chrono_literals;
@@ -333,4 +333,4 @@ TEST(Quote, EscapesItsQuotesBackslashesAndControlCharacters) {
 }
 
 }  // namespace
-}  // namespace recycler::config
+}  // namespace recycler::units

@@ -1,4 +1,4 @@
-#include "supervisor/config/units.h"
+#include "policies/base/units.h"
 
 #include <algorithm>
 #include <array>
@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "supervisor/util/escape.h"
+#include "policies/base/escape.h"
 
-namespace recycler::config {
+namespace recycler::units {
 namespace {
 
 // Fractions are scaled exactly: a 19-digit fraction times a 2^40 unit needs
@@ -380,4 +380,23 @@ std::string suggest(std::string_view word, const std::vector<std::string>& candi
   return best;
 }
 
-}  // namespace recycler::config
+std::optional<double> parse_rate(std::string_view text, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<double> {
+    if (error) *error = std::move(why);
+    return std::nullopt;
+  };
+  size_t slash = text.rfind('/');
+  if (slash == std::string_view::npos)
+    return fail("expected a size per s, min or h, e.g. " + quote("1MiB/min"));
+  static constexpr std::pair<std::string_view, double> kPer[] = {
+      {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}};
+  std::string_view per = text.substr(slash + 1);
+  auto it = std::find_if(std::begin(kPer), std::end(kPer),
+                         [&](const auto& unit) { return unit.first == per; });
+  if (it == std::end(kPer)) return fail("unknown time unit " + quote(per) + "; use s, min or h");
+  auto bytes = parse_size(text.substr(0, slash), error);
+  if (!bytes) return std::nullopt;
+  return static_cast<double>(*bytes) / it->second;
+}
+
+}  // namespace recycler::units

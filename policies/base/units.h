@@ -1,16 +1,15 @@
 // Human-friendly sizes, durations and signal names, in both directions.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace recycler::config {
+#include "policies/base/time.h"
 
-using Duration = std::chrono::milliseconds;  // as in config.h
+namespace recycler::units {
 
 // Sizes: "1048576", "512K", "512KiB", "512M", "512MiB", "1.5G", "2GiB", "1T", "1TiB", with an
 // optional "B" for plain bytes ("4096B"). K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024.
@@ -21,6 +20,11 @@ std::optional<uint64_t> parse_size(std::string_view text, std::string* error = n
 // Durations: one or more <number><unit> groups, unit in ms, s, m, h, d: "250ms", "30s", "5m",
 // "1h30m", "1.5s". A bare number is rejected (the unit is required).
 std::optional<Duration> parse_duration(std::string_view text, std::string* error = nullptr);
+
+// A growth rate, a size per s, m, min or h ("1MiB/min", "64KiB/s", "2GiB/h"),
+// in bytes per second; the size as parse_size reads it. Returns nullopt and
+// sets *error to a sentence fragment on failure.
+std::optional<double> parse_rate(std::string_view text, std::string* error = nullptr);
 
 // Signals: "TERM", "SIGTERM", "sigterm", "15".
 std::optional<int> parse_signal(std::string_view text, std::string* error = nullptr);
@@ -41,4 +45,4 @@ std::string quote(std::string_view s);
 // ("memory_mx" -> "memory_max"); "" otherwise.
 std::string suggest(std::string_view word, const std::vector<std::string>& candidates);
 
-}  // namespace recycler::config
+}  // namespace recycler::units

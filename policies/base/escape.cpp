@@ -1,4 +1,4 @@
-#include "supervisor/util/escape.h"
+#include "policies/base/escape.h"
 
 #include <fmt/format.h>
 

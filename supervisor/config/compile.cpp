@@ -1,0 +1,85 @@
+#include "supervisor/config/compile.h"
+
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "policies/base/units.h"
+#include "policies/policy.h"
+#include "supervisor/notify/output_match.h"
+
+namespace recycler::config {
+namespace {
+
+using units::quote;
+
+// A factory's complaints, with the policy's path in front; those without a
+// position land on the policy's name.
+class PolicyErrors : public policies::ErrorSink {
+ public:
+  PolicyErrors(fields::ErrorSink& errors, std::string prefix, YAML::Mark fallback)
+      : errors_(errors), prefix_(std::move(prefix)), fallback_(fallback) {}
+
+  void error(const YAML::Mark& at, std::string message) override {
+    errors_.error(at.is_null() ? fallback_ : at, prefix_ + message);
+    ++count_;
+  }
+  int count() const { return count_; }
+
+ private:
+  fields::ErrorSink& errors_;
+  std::string prefix_;
+  YAML::Mark fallback_;
+  int count_ = 0;
+};
+
+std::shared_ptr<const policies::Policy> build_policy(const PolicySpec& spec,
+                                                     fields::ErrorSink& errors) {
+  // The parser checked that the name is registered.
+  const policies::Factory* factory = policies::Registry::instance().find(spec.name);
+  if (!factory) {
+    errors.error(spec.name_mark, spec.path + ": the policy could not be created");
+    return nullptr;
+  }
+  PolicyErrors sink(errors, spec.path + ": ", spec.name_mark);
+  std::unique_ptr<policies::Policy> policy;
+  try {
+    policy = (*factory)(spec.args, sink);
+  } catch (const YAML::Exception& e) {
+    // A factory that reads its node with as<T>() throws on a wrong type.
+    sink.error(e.mark, e.msg);
+  } catch (const std::exception& e) {
+    sink.error(spec.name_mark, e.what());
+  }
+  if (sink.count() > 0) return nullptr;
+  if (!policy) {
+    errors.error(spec.name_mark, spec.path + ": the policy could not be created");
+    return nullptr;
+  }
+  return policy;
+}
+
+}  // namespace
+
+void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors) {
+  for (const PolicySpec& p : spec.policies) {
+    auto policy = build_policy(p, errors);
+    if (!policy) continue;
+    if (policy->needs_memory_max() && !program.limits.memory_max)
+      errors.error(p.name_mark,
+                   p.path + ": a percentage limit needs limits.memory_max, which is not set");
+    program.policies.push_back(PolicyConfig{p.name, p.source, std::move(policy)});
+  }
+  if (spec.requests) {
+    const RequestsSpec& r = *spec.requests;
+    std::string why;
+    auto matcher = notify::OutputMatcher::compile(r.pattern, &why);
+    if (!matcher)
+      errors.error(r.mark, r.path + ": invalid pattern " + quote(r.pattern) + ": " + why);
+    else
+      program.requests = RequestsConfig{
+          r.pattern, std::make_shared<const notify::OutputMatcher>(std::move(*matcher))};
+  }
+}
+
+}  // namespace recycler::config

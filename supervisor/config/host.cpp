@@ -1,0 +1,72 @@
+#include "supervisor/config/host.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+namespace recycler::config {
+namespace {
+
+class RealHost final : public HostLookup {
+ public:
+  // getpwnam_r() and getgrnam_r() want a caller-supplied buffer: grow it until
+  // the entry fits. Only the ids are returned, since the names point into it.
+  std::optional<User> user(const std::string& name) const override {
+    passwd entry{};
+    passwd* found = nullptr;
+    std::vector<char> buffer(4096);
+    int err = 0;
+    while ((err = getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+      buffer.resize(buffer.size() * 2);
+    if (err != 0 || !found) return std::nullopt;
+    return User{entry.pw_uid, entry.pw_gid};
+  }
+
+  std::optional<gid_t> group(const std::string& name) const override {
+    struct group entry {};
+    struct group* found = nullptr;
+    std::vector<char> buffer(4096);
+    int err = 0;
+    while ((err = getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE)
+      buffer.resize(buffer.size() * 2);
+    if (err != 0 || !found) return std::nullopt;
+    return entry.gr_gid;
+  }
+
+  uid_t euid() const override { return ::geteuid(); }
+  gid_t egid() const override { return ::getegid(); }
+
+  std::optional<std::string> path_env() const override {
+    const char* own = std::getenv("PATH");
+    if (!own) return std::nullopt;
+    return std::string(own);
+  }
+
+  FileType file_type(const std::string& path) const override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return FileType::Missing;
+    if (S_ISDIR(st.st_mode)) return FileType::Directory;
+    if (S_ISREG(st.st_mode)) return FileType::Regular;
+    return FileType::Other;
+  }
+
+  bool executable(const std::string& path) const override {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
+  }
+};
+
+}  // namespace
+
+const HostLookup& HostLookup::real() {
+  static const RealHost host;
+  return host;
+}
+
+}  // namespace recycler::config

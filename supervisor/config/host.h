@@ -1,0 +1,40 @@
+// What the config parser asks the machine it runs on: users and groups, the
+// recycler's own ids and PATH, and what a path is. Behind an interface so that
+// tests can answer with a fake host (any user, root or not) and the parser's
+// checks run the same everywhere.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+namespace recycler::config {
+
+class HostLookup {
+ public:
+  struct User {
+    uid_t uid = 0;
+    gid_t gid = 0;  // the primary group
+  };
+  enum class FileType { Missing, Directory, Regular, Other };
+
+  virtual ~HostLookup() = default;
+
+  virtual std::optional<User> user(const std::string& name) const = 0;
+  virtual std::optional<gid_t> group(const std::string& name) const = 0;
+  // The ids the recycler runs with: without root it can only keep them.
+  virtual uid_t euid() const = 0;
+  virtual gid_t egid() const = 0;
+  // The recycler's own PATH; nullopt when it has none.
+  virtual std::optional<std::string> path_env() const = 0;
+  // What `path` is, following symbolic links.
+  virtual FileType file_type(const std::string& path) const = 0;
+  // A regular file the recycler may execute.
+  virtual bool executable(const std::string& path) const = 0;
+
+  // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat, access.
+  static const HostLookup& real();
+};
+
+}  // namespace recycler::config

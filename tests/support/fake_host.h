@@ -1,0 +1,85 @@
+// A HostLookup the test fills in: its users, groups, ids, PATH and files, so
+// that the config's identity and PATH checks run the same as root or not. In
+// namespace config, not testing: the config tests name gtest's `testing::`.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "supervisor/config/host.h"
+
+namespace recycler::config {
+
+class FakeHost final : public HostLookup {
+ public:
+  // Runs as `euid`/`egid`; knows no user, group or file until told.
+  FakeHost(uid_t euid, gid_t egid) : euid_(euid), egid_(egid) {}
+
+  FakeHost& add_user(const std::string& name, uid_t uid, gid_t gid) {
+    users_[name] = User{uid, gid};
+    return *this;
+  }
+  FakeHost& add_group(const std::string& name, gid_t gid) {
+    groups_[name] = gid;
+    return *this;
+  }
+  FakeHost& add_file(const std::string& path, FileType type, bool executable = false) {
+    files_[path] = type;
+    if (executable) executables_.insert(path);
+    return *this;
+  }
+  FakeHost& set_path(std::optional<std::string> path) {
+    path_ = std::move(path);
+    return *this;
+  }
+
+  std::optional<User> user(const std::string& name) const override {
+    auto it = users_.find(name);
+    if (it == users_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<gid_t> group(const std::string& name) const override {
+    auto it = groups_.find(name);
+    if (it == groups_.end()) return std::nullopt;
+    return it->second;
+  }
+  uid_t euid() const override { return euid_; }
+  gid_t egid() const override { return egid_; }
+  std::optional<std::string> path_env() const override { return path_; }
+  FileType file_type(const std::string& path) const override {
+    auto it = files_.find(path);
+    return it == files_.end() ? FileType::Missing : it->second;
+  }
+  bool executable(const std::string& path) const override {
+    return file_type(path) == FileType::Regular && executables_.count(path) > 0;
+  }
+
+ private:
+  uid_t euid_;
+  gid_t egid_;
+  std::map<std::string, User> users_;
+  std::map<std::string, gid_t> groups_;
+  std::map<std::string, FileType> files_;
+  std::set<std::string> executables_;
+  std::optional<std::string> path_ = "/usr/bin:/bin";
+};
+
+// A Debian-like machine: root (0), nobody (65534) and alice (1000), groups
+// root (0), nogroup (65534) and alice (1000), /bin/true executable.
+inline FakeHost debian_host(uid_t euid, gid_t egid) {
+  FakeHost host(euid, egid);
+  host.add_user("root", 0, 0)
+      .add_user("nobody", 65534, 65534)
+      .add_user("alice", 1000, 1000)
+      .add_group("root", 0)
+      .add_group("nogroup", 65534)
+      .add_group("alice", 1000)
+      .add_file("/", HostLookup::FileType::Directory)
+      .add_file("/bin", HostLookup::FileType::Directory)
+      .add_file("/bin/true", HostLookup::FileType::Regular, true);
+  return host;
+}
+
+}  // namespace recycler::config
