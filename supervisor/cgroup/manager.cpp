@@ -80,7 +80,8 @@ bool is_permission_error(int err) {
 
 class CgroupWorker final : public WorkerCgroup {
  public:
-  CgroupWorker(const Layout& layout, std::string rel) : mode_(layout.mode), rel_(std::move(rel)) {
+  CgroupWorker(const Layout& layout, std::string rel)
+      : files_(layout.files()), rel_(std::move(rel)) {
     for (const Hierarchy& h : layout.hierarchies)
       dirs_.push_back({h.controller, h.mount + rel_, {}});
     // A directory fd only where files are read often (the memory hierarchy on
@@ -97,11 +98,10 @@ class CgroupWorker final : public WorkerCgroup {
     // takes, whose RCU grace period cost every start after a quiet spell ~7 ms
     // (bench/spawn_latency). Right after fork the child has a single thread,
     // so moving it moves the process. v2 forbids moving a lone thread between
-    // domain cgroups: cgroup.procs there.
-    const char* file = mode_ == Mode::V2 ? "cgroup.procs" : "tasks";
+    // domain cgroups: cgroup.procs there (Files::join).
     std::vector<UniqueFd> fds;
     for (const Dir& d : dirs_)  // v1's freezer too: kill_all freezes through it
-      fds.push_back(d.open(file, O_WRONLY));
+      fds.push_back(d.open(files_.join, O_WRONLY));
     return fds;
   }
 
@@ -110,15 +110,14 @@ class CgroupWorker final : public WorkerCgroup {
 
   std::optional<MemoryDir> memory_dir() const override {
     if (dirs_.empty() || !primary().fd) return std::nullopt;
-    bool v2 = mode_ == Mode::V2;
-    if (!v2 && primary().controller != "memory") return std::nullopt;
-    return MemoryDir{primary().fd.get(), v2};
+    if (primary().controller != files_.memory_controller) return std::nullopt;
+    return MemoryDir{primary().fd.get(), files_.v2};
   }
 
   std::vector<pid_t> pids() const override {
     std::set<pid_t> all;
     for (const Dir& d : dirs_) {
-      auto text = d.read("cgroup.procs");
+      auto text = d.read(files_.procs);
       if (text)
         for (pid_t p : parse_pids(*text)) all.insert(p);
     }
@@ -126,16 +125,16 @@ class CgroupWorker final : public WorkerCgroup {
   }
 
   bool populated() const override {
-    if (mode_ == Mode::V2) {
-      auto events = primary().read("cgroup.events");
+    if (files_.events) {
+      auto events = primary().read(files_.events);
       if (events) return find_keyed_value(*events, "populated").value_or(0) != 0;
     }
     return !pids().empty();
   }
 
   void kill_all() override {
-    if (mode_ == Mode::V2 && primary().write("cgroup.kill", "1")) return;
-    const Dir* freezer = find_dir(mode_ == Mode::V2 ? "" : "freezer");
+    if (files_.kill && primary().write(files_.kill, "1")) return;
+    const Dir* freezer = find_dir(files_.freezer_controller);
     bool frozen = freezer && freeze(*freezer, true);
     // Frozen tasks cannot fork or exit, so this list is complete and every pid
     // in it is still the process it was. Without a freezer, repeat until empty.
@@ -148,9 +147,9 @@ class CgroupWorker final : public WorkerCgroup {
   }
 
   std::optional<uint64_t> oom_kills() const override {
-    const Dir* memory = find_dir(mode_ == Mode::V2 ? "" : "memory");
+    const Dir* memory = find_dir(files_.memory_controller);
     if (!memory) return std::nullopt;
-    auto text = memory->read(mode_ == Mode::V2 ? "memory.events" : "memory.oom_control");
+    auto text = memory->read(files_.memory_events);
     if (!text) return std::nullopt;
     return find_keyed_value(*text, "oom_kill");
   }
@@ -190,22 +189,20 @@ class CgroupWorker final : public WorkerCgroup {
   // Freezing is asynchronous in the kernel; it normally settles in well under
   // a millisecond. Wait a bounded time, then go on regardless.
   bool freeze(const Dir& d, bool on) {
-    bool v2 = mode_ == Mode::V2;
-    const char* file = v2 ? "cgroup.freeze" : "freezer.state";
-    if (!d.write(file, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return false;
+    if (!d.write(files_.freeze, on ? files_.frozen : files_.thawed)) return false;
     if (!on) return true;
     for (int i = 0; i < 100; ++i) {
-      auto state = d.read(v2 ? "cgroup.events" : "freezer.state");
+      auto state = d.read(files_.freeze_state);
       if (!state) return false;
-      bool done =
-          v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1 : state->rfind("FROZEN", 0) == 0;
+      bool done = files_.v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1
+                            : state->rfind(files_.frozen, 0) == 0;
       if (done) return true;
       sleep_ms(1);
     }
     return true;
   }
 
-  Mode mode_;
+  const Files& files_;
   std::string rel_;
   std::vector<Dir> dirs_;
 };
@@ -226,13 +223,13 @@ class CgroupManager final : public Manager {
     std::string rel = layout_.root + "/" + program + "/" + std::to_string(slot);
     ::cgroup* cg = cgroup_new_cgroup(rel.c_str());
     if (!cg) return Error{"libcgroup: cannot allocate cgroup " + rel};
-    bool v2 = layout_.mode == Mode::V2;
+    const Files& files = layout_.files();
     for (const Hierarchy& h : layout_.hierarchies) {
-      if (v2) {
+      if (files.v2) {
         for (const char* c : kControllers)
-          if (!missing(c)) set_limits(cg, c, limits, true);
+          if (!missing(c)) set_limits(cg, c, limits, files);
       } else {
-        set_limits(cg, h.controller, limits, false);
+        set_limits(cg, h.controller, limits, files);
       }
     }
     int ret = cgroup_create_cgroup(cg, 0);
@@ -347,28 +344,27 @@ class CgroupManager final : public Manager {
   // Every limit is written, "unlimited" included, so a reused directory never
   // keeps an old value.
   static void set_limits(::cgroup* cg, const std::string& controller, const config::Limits& l,
-                         bool v2) {
+                         const Files& files) {
     cgroup_controller* c = cgroup_add_controller(cg, controller.c_str());
     if (!c) return;
     auto bytes = [](const std::optional<uint64_t>& v, const char* unlimited) {
       return v ? std::to_string(*v) : std::string(unlimited);
     };
     if (controller == "memory") {
-      cgroup_set_value_string(c, v2 ? "memory.max" : "memory.limit_in_bytes",
-                              bytes(l.memory_max, v2 ? "max" : "-1").c_str());
-      cgroup_set_value_string(c, v2 ? "memory.high" : "memory.soft_limit_in_bytes",
-                              bytes(l.memory_high, v2 ? "max" : "-1").c_str());
+      cgroup_set_value_string(c, files.memory_max, bytes(l.memory_max, files.unlimited).c_str());
+      cgroup_set_value_string(c, files.memory_high, bytes(l.memory_high, files.unlimited).c_str());
     } else if (controller == "pids") {
       cgroup_set_value_string(c, "pids.max", bytes(l.pids_max, "max").c_str());
     } else if (controller == "cpu") {
       std::optional<uint64_t> quota;
       if (l.cpu) quota = static_cast<uint64_t>(*l.cpu * kCpuPeriodUs);
-      if (v2) {
-        cgroup_set_value_string(c, "cpu.max",
-                                (bytes(quota, "max") + " " + std::to_string(kCpuPeriodUs)).c_str());
+      if (files.cpu_max) {
+        cgroup_set_value_string(
+            c, files.cpu_max,
+            (bytes(quota, files.unlimited) + " " + std::to_string(kCpuPeriodUs)).c_str());
       } else {
-        cgroup_set_value_string(c, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs).c_str());
-        cgroup_set_value_string(c, "cpu.cfs_quota_us", bytes(quota, "-1").c_str());
+        cgroup_set_value_string(c, files.cpu_period, std::to_string(kCpuPeriodUs).c_str());
+        cgroup_set_value_string(c, files.cpu_quota, bytes(quota, files.unlimited).c_str());
       }
     }
   }

@@ -46,11 +46,11 @@ struct PidPath {
 CgroupMemory CgroupReader::read(bool with_pressure) const {
   CgroupMemory out;
   char buf[kBufSize];
-  if (auto text = read_small(dirfd_, v2_ ? "memory.current" : "memory.usage_in_bytes", buf))
-    out.current = parse_u64(*text);
-  if (auto text = read_small(dirfd_, "memory.stat", buf)) parse_memory_stat(*text, v2_, out);
-  if (v2_ && with_pressure)
-    if (auto text = read_small(dirfd_, "memory.pressure", buf))
+  if (auto text = read_small(dirfd_, files_.memory_current, buf)) out.current = parse_u64(*text);
+  if (auto text = read_small(dirfd_, files_.memory_stat, buf))
+    parse_memory_stat(*text, files_.v2, out);
+  if (files_.memory_pressure && with_pressure)
+    if (auto text = read_small(dirfd_, files_.memory_pressure, buf))
       out.pressure = parse_pressure_some_avg10(*text);
   return out;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "policies/policy.h"
+#include "supervisor/cgroup/files.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/util/fd.h"
 
@@ -23,7 +24,7 @@ class CgroupReader {
  public:
   // `dirfd`: the cgroup's directory in the memory hierarchy (v1) or the
   // unified one (v2); borrowed, may be O_PATH.
-  CgroupReader(int dirfd, bool v2) : dirfd_(dirfd), v2_(v2) {}
+  CgroupReader(int dirfd, bool v2) : dirfd_(dirfd), files_(cgroup::files(v2)) {}
 
   // v2: memory.current, memory.stat and, when `with_pressure`, memory.pressure;
   // v1: memory.usage_in_bytes and memory.stat (no pressure there).
@@ -31,7 +32,7 @@ class CgroupReader {
 
  private:
   int dirfd_;
-  bool v2_;
+  const cgroup::Files& files_;
 };
 
 // Reads processes' files under a proc root ("/proc", or a fixture tree).
