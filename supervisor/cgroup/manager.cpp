@@ -21,6 +21,7 @@
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/log.h"
 #include "supervisor/probe/parse.h"
+#include "supervisor/probe/probe.h"
 
 namespace recycler::cgroup {
 namespace {
@@ -379,12 +380,6 @@ class CgroupManager final : public Manager {
 // is its main process's pid).
 using Sessions = std::map<pid_t, WorkerId>;
 
-std::optional<probe::ProcStat> read_stat(const std::string& proc, pid_t pid) {
-  auto text = read_file(proc + "/" + std::to_string(pid) + "/stat");
-  if (!text) return std::nullopt;
-  return probe::parse_stat(*text);
-}
-
 class FallbackWorker final : public WorkerCgroup {
  public:
   FallbackWorker(std::string proc, WorkerId id, std::shared_ptr<Sessions> sessions)
@@ -412,7 +407,7 @@ class FallbackWorker final : public WorkerCgroup {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
       pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
-      auto stat = read_stat(proc_, pid);
+      auto stat = probe::read_stat(proc_, pid);
       if (stat && stat->session == static_cast<uint64_t>(sid_) && stat->state != 'Z')
         out.push_back(pid);
     }
@@ -453,7 +448,7 @@ class FallbackManager final : public Manager {
   void remove_program(const std::string&) override {}
   void close() override {}
   std::optional<WorkerId> owner_of(pid_t pid) const override {
-    auto stat = pid > 0 ? read_stat(proc_, pid) : std::nullopt;
+    auto stat = pid > 0 ? probe::read_stat(proc_, pid) : std::nullopt;
     if (!stat) return std::nullopt;
     auto it = sessions_->find(static_cast<pid_t>(stat->session));
     if (it == sessions_->end()) return std::nullopt;

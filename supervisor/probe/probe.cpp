@@ -87,6 +87,12 @@ std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
   return parse_stat_threads(*text);
 }
 
+std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid) {
+  auto text = read_file(proc_root + "/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  return parse_stat(*text);
+}
+
 bool reads_processes(unsigned needs, bool with_cgroup) {
   using namespace policies;
   return (needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses)) ||

@@ -55,6 +55,10 @@ class ProcessReader {
   uint64_t page_size_;
 };
 
+// /proc/PID/stat under `proc_root` ("/proc", or a fixture tree), parsed by
+// parse_stat; nullopt when the process is gone or the file does not parse.
+std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid);
+
 // One Sample of one worker at `now`, reading only what `needs` (Needs bits of
 // policies/policy.h, OR-ed over the program's policies) asks for:
 //   kNeedsCgroupMemory   the cgroup's current, anon, file, kernel, shmem, pressure
