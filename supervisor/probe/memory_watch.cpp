@@ -19,19 +19,6 @@
 namespace recycler::probe {
 namespace {
 
-// Starts polling `fd` for reading; `owner` is what the callback finds in data.
-Result<uv::Handle<uv_poll_t>> poll_readable(uv_loop_t* loop, int fd, void* owner, uv_poll_cb cb) {
-  auto* poll = new uv_poll_t;
-  if (int err = uv_poll_init(loop, poll, fd); err != 0) {
-    delete poll;
-    return Error{std::string("uv_poll_init: ") + uv_strerror(err), -err};
-  }
-  poll->data = owner;
-  uv::Handle<uv_poll_t> handle(poll);
-  uv_poll_start(poll, UV_READABLE, cb);
-  return handle;
-}
-
 // v1: one eventfd per watch. The kernel holds its own references to the
 // eventfd and to the cgroup; memory.usage_in_bytes and cgroup.event_control
 // are only needed while registering, so they are closed at once.
@@ -50,7 +37,7 @@ class EventfdWatch final : public MemoryWatch {
                       std::to_string(efd_.get()) + " " + std::to_string(usage.get()) + " " +
                           std::to_string(threshold()));
     if (!registered) return registered;
-    auto poll = poll_readable(loop, efd_.get(), this, [](uv_poll_t* h, int, int) {
+    auto poll = uv::poll(loop, efd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
       auto* self = static_cast<EventfdWatch*>(h->data);
       if (!self) return;
       // Reading returns and resets the sum of every signal since the last
@@ -181,7 +168,7 @@ Result<std::shared_ptr<Inotify>> Inotify::on(uv_loop_t* loop) {
 Status Inotify::start() {
   fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!fd_) return errno_error("inotify_init1");
-  auto poll = poll_readable(loop_, fd_.get(), this, [](uv_poll_t* h, int, int) {
+  auto poll = uv::poll(loop_, fd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
     if (auto* self = static_cast<Inotify*>(h->data)) self->on_readable();
   });
   if (!poll) return poll.error();
