@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
@@ -46,11 +46,19 @@ Status mkdir_p(const std::string& dir) {
   return Ok{};
 }
 
-std::vector<pid_t> parse_pids(const std::string& text) {
+// cgroup.procs: one pid a line.
+std::vector<pid_t> parse_pids(std::string_view text) {
   std::vector<pid_t> out;
-  std::stringstream ss(text);
-  long pid;
-  while (ss >> pid) out.push_back(static_cast<pid_t>(pid));
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    pid_t pid = 0;
+    auto [next, ec] = std::from_chars(p, end, pid);
+    if (ec != std::errc()) break;
+    out.push_back(pid);
+    p = next;
+    while (p < end && (*p == '\n' || *p == ' ')) ++p;
+  }
   return out;
 }
 
@@ -115,14 +123,17 @@ class CgroupWorker final : public WorkerCgroup {
     return MemoryDir{primary().fd.get(), files_.v2};
   }
 
+  // Every process joins every hierarchy of its worker (open_join_fds), so one
+  // hierarchy lists them all: the first (memory when there is one), through
+  // its directory fd. Sorted, without duplicates.
   std::vector<pid_t> pids() const override {
-    std::set<pid_t> all;
-    for (const Dir& d : dirs_) {
-      auto text = d.read(files_.procs);
-      if (text)
-        for (pid_t p : parse_pids(*text)) all.insert(p);
-    }
-    return {all.begin(), all.end()};
+    if (dirs_.empty()) return {};
+    auto text = primary().read(files_.procs);
+    if (!text) return {};
+    std::vector<pid_t> out = parse_pids(*text);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
   }
 
   bool populated() const override {
