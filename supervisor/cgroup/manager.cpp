@@ -97,6 +97,8 @@ class CgroupWorker final : public WorkerCgroup {
     // v1): fds count against RLIMIT_NOFILE, and the others are rarely used.
     if (!dirs_.empty())
       dirs_.front().fd.reset(::open(dirs_.front().path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    // The probes read the memory files through it, held open (probe.h).
+    if (auto dir = memory_dir()) held_ = std::make_unique<probe::MemoryFiles>(dir->fd, dir->v2);
   }
 
   std::string path() const override { return dirs_.empty() ? rel_ : dirs_.front().path; }
@@ -167,6 +169,7 @@ class CgroupWorker final : public WorkerCgroup {
   }
 
   Status remove() override {
+    if (held_) held_->close();
     for (Dir& d : dirs_) {
       if (::rmdir(d.path.c_str()) != 0 && errno != ENOENT) return errno_error("rmdir " + d.path);
     }
@@ -217,6 +220,7 @@ class CgroupWorker final : public WorkerCgroup {
   const Files& files_;
   std::string rel_;
   std::vector<Dir> dirs_;
+  std::unique_ptr<probe::MemoryFiles> held_;  // after dirs_: unregistered before its fd closes
 };
 
 class CgroupManager final : public Manager {
