@@ -11,6 +11,9 @@
 // Variants (one iteration = one sample; the CPU column is what to read)
 //   BM_Cgroup                 (a) CgroupReader::read: memory.usage_in_bytes +
 //                             memory.stat, the kNeedsCgroupMemory sample
+//   BM_CgroupHeld             (a) with the files held open (probe::MemoryFiles,
+//                             as recycler's workers have them): a pread at
+//                             offset 0 each, no openat/close
 //   BM_CgroupSmaps/procs:1|4  (b) probe_worker with kNeedsCgroupMemory |
 //                             kNeedsProcessMemory: (a) + smaps_rollup of 1 or
 //                             4 processes (scope: process policies, USS/PSS)
@@ -175,6 +178,13 @@ void BM_Cgroup(benchmark::State& state) {
   run(state, state.range(0), [&] { benchmark::DoNotOptimize(reader.read(true)); });
 }
 
+void BM_CgroupHeld(benchmark::State& state) {
+  if (!cgroup_ready(state)) return;
+  probe::MemoryFiles held(g_cgroup_fd.get(), false);  // registered while it lives
+  probe::CgroupReader reader(g_cgroup_fd.get(), false);
+  run(state, state.range(0), [&] { benchmark::DoNotOptimize(reader.read(true)); });
+}
+
 void BM_CgroupSmaps(benchmark::State& state) {
   if (!cgroup_ready(state)) return;
   probe::CgroupReader reader(g_cgroup_fd.get(), false);
@@ -246,6 +256,7 @@ int main(int argc, char** argv) {
     }
   };
   add("BM_Cgroup", BM_Cgroup, false);
+  add("BM_CgroupHeld", BM_CgroupHeld, false);
   add("BM_CgroupSmaps", BM_CgroupSmaps, true);
   add("BM_Statm", BM_Statm, true);
   add("BM_SmapsRollup", BM_SmapsRollup, true);

@@ -11,6 +11,7 @@
 
 #include "supervisor/log.h"
 #include "supervisor/probe/parse.h"
+#include "supervisor/probe/probe.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/pidfd.h"
 
@@ -161,8 +162,7 @@ bool EscapeTracker::signal_checked(pid_t pid, uint64_t start) {
   if (!fd) return false;
   // The pidfd pins the process: if its start time is the one recorded, it
   // is the same process, and stays so.
-  auto text = read_file(proc_ + "/" + std::to_string(pid) + "/stat");
-  auto stat = text ? probe::parse_stat(*text) : std::nullopt;
+  auto stat = probe::read_stat(proc_, pid);
   if (!stat || stat->starttime != start) return false;
   return pidfd_send_signal(fd.get(), SIGKILL) == 0;
 }

@@ -56,13 +56,8 @@ void LogWriter::attach(uv_loop_t* loop) {
   prepare->data = this;
   prepare_ = uv::Handle<uv_prepare_t>(prepare);
   if (mode_ != Mode::Blocking) {
-    auto* poll = new uv_poll_t;
-    if (uv_poll_init(loop, poll, write_fd_) == 0) {
-      poll->data = this;
-      poll_ = uv::Handle<uv_poll_t>(poll);
-    } else {
-      delete poll;
-    }
+    // Polling starts when a write would block (want_writable).
+    if (auto poll = uv::poll(loop, write_fd_, this)) poll_ = std::move(*poll);
   }
   attached_ = true;
   flush();

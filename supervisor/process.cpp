@@ -57,13 +57,11 @@ class ProcessTable::Child final : public Process {
     err_.emplace(this, log::Stream::Stderr, std::move(err));
     pidfd_.reset(pidfd_open(pid));
     if (pidfd_) {
-      auto* poll = new uv_poll_t;
-      uv_poll_init(table.loop_, poll, pidfd_.get());
-      poll->data = this;
-      poll_ = uv::Handle<uv_poll_t>(poll);
-      uv_poll_start(poll, UV_READABLE, [](uv_poll_t* h, int, int) {
-        if (auto* self = static_cast<Child*>(h->data)) self->try_reap();
-      });
+      auto poll =
+          uv::poll(table.loop_, pidfd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
+            if (auto* self = static_cast<Child*>(h->data)) self->try_reap();
+          });
+      if (poll) poll_ = std::move(*poll);
     }
     // Without a pidfd (kernels before 5.3) SIGCHLD tells us; see reap_children.
   }

@@ -18,14 +18,7 @@ class Attached final : public Process {
       : pid_(pid), pidfd_(std::move(pidfd)), on_exit_(std::move(on_exit)) {}
 
   Status watch(uv_loop_t* loop) {
-    auto* poll = new uv_poll_t;
-    if (int err = uv_poll_init(loop, poll, pidfd_.get()); err != 0) {
-      delete poll;
-      return Error{std::string("uv_poll_init: ") + uv_strerror(err), -err};
-    }
-    poll->data = this;
-    poll_ = uv::Handle<uv_poll_t>(poll);
-    uv_poll_start(poll, UV_READABLE, [](uv_poll_t* h, int, int) {
+    auto poll = uv::poll(loop, pidfd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
       auto* self = static_cast<Attached*>(h->data);
       if (!self || self->exited_) return;
       self->exited_ = true;
@@ -33,6 +26,8 @@ class Attached final : public Process {
       // May destroy this Process: last.
       if (auto cb = std::exchange(self->on_exit_, nullptr)) cb();
     });
+    if (!poll) return poll.error();
+    poll_ = std::move(*poll);
     return Ok{};
   }
 

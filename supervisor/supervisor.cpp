@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kMaxRemembered = 4096;
 // How long a sender found to be no worker is taken at its word.
 constexpr std::chrono::seconds kStrangerMemory{1};
+// Start-up work done in one turn of the loop, at most (about: one program's
+// cgroups or start may take longer); signals wait no longer than that.
+constexpr Duration kStartUpSlice{20};
 
 // Meant for recycler itself (systemd notify and socket activation): a worker
 // that inherited them would talk to systemd behind recycler's back.
@@ -87,6 +90,7 @@ Supervisor::~Supervisor() {
   signals_.clear();
   defer_timer_.reset();
   escape_scan_.reset();
+  start_up_idle_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
   if (uv_loop_close(&loop_) != 0) log::debug("libuv loop closed with handles still open");
@@ -151,26 +155,71 @@ int Supervisor::run() {
 
   open_runtime_dir();
 
+  start_up_.emplace();
+  start_up_slice();
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  return exit_code_;
+}
+
+void Supervisor::start_up_slice() {
+  if (shutting_down_) {  // SIGTERM or SIGINT: what has started is stopping
+    start_up_idle_.reset();
+    start_up_.reset();
+    return;
+  }
+  StartUp& s = *start_up_;
+  TimePoint until = timers_.now() + kStartUpSlice;
   // Every cgroup is created before anything starts: a failure starts nothing.
-  for (const config::ProgramConfig& p : config_.programs) {
+  for (; s.creating && s.next < config_.programs.size(); ++s.next) {
+    if (timers_.now() >= until) break;
+    const config::ProgramConfig& p = config_.programs[s.next];
     Program program;
     program.config = std::make_shared<const config::ProgramConfig>(p);
     if (!create_workers(program)) {
+      start_up_idle_.reset();
+      start_up_.reset();
       programs_.clear();
       cgroups_->close();
-      return 1;
+      exit_code_ = 1;
+      uv_stop(&loop_);
+      return;
     }
     programs_.emplace(p.name, std::move(program));
   }
-
-  for (const config::ProgramConfig& p : config_.programs) {  // in file order
-    Program& program = programs_.at(p.name);
+  if (s.creating && s.next == config_.programs.size()) {
+    s.creating = false;
+    s.next = 0;
+  }
+  for (; !s.creating && s.next < config_.programs.size(); ++s.next) {  // in file order
+    if (timers_.now() >= until) break;
+    Program& program = programs_.at(config_.programs[s.next].name);
     warn_unenforced(*program.config);
     start_program(program);
   }
+  if (!s.creating && s.next == config_.programs.size()) {
+    start_up_done();
+    return;
+  }
+  // The next slice after a turn of the loop (signals, exits, output). An idle
+  // handle, not a zero timer: libuv (before 1.45) runs a timer started from
+  // a timer callback in the same pass, so a chain of them never polls.
+  if (start_up_idle_) return;
+  auto* idle = new uv_idle_t;
+  uv_idle_init(&loop_, idle);
+  idle->data = this;
+  start_up_idle_ = uv::Handle<uv_idle_t>(idle);
+  uv_idle_start(idle, [](uv_idle_t* h) {
+    if (auto* self = static_cast<Supervisor*>(h->data)) self->start_up_slice();
+  });
+}
+
+void Supervisor::start_up_done() {
+  bool reload_now = start_up_->reload;
+  start_up_idle_.reset();
+  start_up_.reset();
   notify_systemd("READY=1\nSTATUS=supervising " + std::to_string(programs_.size()) + " program(s)");
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  return exit_code_;
+  schedule_finished_check();
+  if (reload_now) reload();
 }
 
 bool Supervisor::create_workers(Program& program) {
@@ -382,7 +431,11 @@ void Supervisor::on_signal(int signum) {
       processes_.reap_children();
       break;
     case SIGHUP:
-      if (!shutting_down_) reload();
+      if (shutting_down_) break;
+      if (start_up_)  // once every program has started
+        start_up_->reload = true;
+      else
+        reload();
       break;
     case SIGTERM:
       if (!shutting_down_) {
@@ -522,6 +575,8 @@ void Supervisor::finish_shutdown() {
   }
   programs_.clear();
   escape_scan_.reset();
+  start_up_idle_.reset();
+  start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
   if (escapes_) escapes_->kill_all(std::chrono::seconds(1));
   cgroups_->close();
@@ -541,7 +596,7 @@ void Supervisor::schedule_finished_check() {
 }
 
 void Supervisor::check_finished() {
-  if (shutting_down_) return;
+  if (shutting_down_ || start_up_) return;  // start_up_done checks again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;
     for (auto& w : program.workers)

@@ -64,6 +64,13 @@ class Supervisor {
     std::shared_ptr<const config::ProgramConfig> next;
   };
 
+  // Start-up runs from the loop, a slice at a time (kStartUpSlice of work,
+  // then a turn of the loop, where signals are handled): first every
+  // program's cgroups are created (a failure starts nothing), then the
+  // programs start in file order. SIGTERM or SIGINT meanwhile stops what has
+  // started and starts nothing more; a SIGHUP waits until all have started.
+  void start_up_slice();
+  void start_up_done();
   bool create_workers(Program& program);
   void start_program(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
@@ -127,6 +134,13 @@ class Supervisor {
   std::vector<std::function<void()>> deferred_;
   std::unique_ptr<Timer> defer_timer_;
   bool finished_check_pending_ = false;
+  struct StartUp {
+    bool creating = true;  // creating cgroups; then starting programs
+    size_t next = 0;       // the next of config_.programs
+    bool reload = false;   // a SIGHUP came meanwhile
+  };
+  std::optional<StartUp> start_up_;      // while starting up
+  uv::Handle<uv_idle_t> start_up_idle_;  // runs the next slice
 
   bool shutting_down_ = false;
   bool forced_ = false;

@@ -1,5 +1,7 @@
 #include "supervisor/uv.h"
 
+#include <string>
+
 namespace recycler::uv {
 namespace {
 
@@ -29,6 +31,21 @@ class UvTimer final : public Timer {
 };
 
 }  // namespace
+
+Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events, uv_poll_cb cb) {
+  auto* p = new uv_poll_t;
+  if (int err = uv_poll_init(loop, p, fd); err != 0) {
+    delete p;  // never initialised: nothing for libuv to close
+    return Error{std::string("uv_poll_init: ") + uv_strerror(err), -err};
+  }
+  p->data = owner;
+  Handle<uv_poll_t> handle(p);
+  if (events != 0 && cb) {
+    if (int err = uv_poll_start(p, events, cb); err != 0)
+      return Error{std::string("uv_poll_start: ") + uv_strerror(err), -err};
+  }
+  return handle;
+}
 
 std::unique_ptr<Timer> LoopTimers::after(Duration delay, std::function<void()> fire) {
   return std::make_unique<UvTimer>(loop_, delay, std::move(fire));

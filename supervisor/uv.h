@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "supervisor/timers.h"
+#include "supervisor/util/result.h"
 
 namespace recycler::uv {
 
@@ -41,6 +42,30 @@ class Handle {
  private:
   H* h_ = nullptr;
 };
+
+// Watches `fd` with a uv_poll_t on `loop`: the one way to set up a uv_poll
+// here (memory watches, notify sockets, the log writer, child pidfds).
+//   - `owner` goes into the handle's data: the callback finds its object
+//     through h->data, and must return at once when that is null (Handle
+//     clears it before closing, and a callback may still be queued).
+//   - `events` (UV_READABLE, UV_WRITABLE, ...) and `cb`: polling starts at
+//     once with them; events 0 (and cb nullptr) only initialises the handle,
+//     for the owner to uv_poll_start/uv_poll_stop on it later (on demand).
+//   - The returned Handle owns the uv_poll_t: resetting or destroying it stops
+//     polling and closes it; it never closes `fd`, which must stay open while
+//     the handle lives (declare the Handle after the fd's owner, so that it
+//     is destroyed first).
+//   - An error when libuv cannot watch the fd (uv_poll_init fails: e.g. a
+//     regular file, or an fd epoll refuses): "uv_poll_init: <libuv's
+//     message>", with the errno as its code; nothing is left to clean up.
+// Typical use, in a class that owns the fd:
+//   auto poll = uv::poll(loop, fd_.get(), this, UV_READABLE, [](uv_poll_t* h, int status, int) {
+//     if (auto* self = static_cast<Self*>(h->data)) self->on_readable(status);
+//   });
+//   if (!poll) return poll.error();
+//   poll_ = std::move(*poll);
+Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events = 0,
+                               uv_poll_cb cb = nullptr);
 
 class LoopTimers final : public Timers {
  public:

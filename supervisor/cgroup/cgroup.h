@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "supervisor/cgroup/files.h"
 #include "supervisor/config/config.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
@@ -56,6 +57,8 @@ struct Layout {
   std::optional<std::string> not_enforced;
 
   std::string dir(const Hierarchy& h) const { return h.mount + root; }
+  // The names of the cgroup files in this mode's hierarchies (files.h).
+  const Files& files() const { return cgroup::files(mode == Mode::V2); }
   // "/sys/fs/cgroup/memory/recycler" (v1: the memory hierarchy's), for messages.
   std::string display_root() const;
 };

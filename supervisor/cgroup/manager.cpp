@@ -11,16 +11,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/log.h"
 #include "supervisor/probe/parse.h"
+#include "supervisor/probe/probe.h"
 
 namespace recycler::cgroup {
 namespace {
@@ -45,11 +46,19 @@ Status mkdir_p(const std::string& dir) {
   return Ok{};
 }
 
-std::vector<pid_t> parse_pids(const std::string& text) {
+// cgroup.procs: one pid a line.
+std::vector<pid_t> parse_pids(std::string_view text) {
   std::vector<pid_t> out;
-  std::stringstream ss(text);
-  long pid;
-  while (ss >> pid) out.push_back(static_cast<pid_t>(pid));
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    pid_t pid = 0;
+    auto [next, ec] = std::from_chars(p, end, pid);
+    if (ec != std::errc()) break;
+    out.push_back(pid);
+    p = next;
+    while (p < end && (*p == '\n' || *p == ' ')) ++p;
+  }
   return out;
 }
 
@@ -80,13 +89,16 @@ bool is_permission_error(int err) {
 
 class CgroupWorker final : public WorkerCgroup {
  public:
-  CgroupWorker(const Layout& layout, std::string rel) : mode_(layout.mode), rel_(std::move(rel)) {
+  CgroupWorker(const Layout& layout, std::string rel)
+      : files_(layout.files()), rel_(std::move(rel)) {
     for (const Hierarchy& h : layout.hierarchies)
       dirs_.push_back({h.controller, h.mount + rel_, {}});
     // A directory fd only where files are read often (the memory hierarchy on
     // v1): fds count against RLIMIT_NOFILE, and the others are rarely used.
     if (!dirs_.empty())
       dirs_.front().fd.reset(::open(dirs_.front().path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    // The probes read the memory files through it, held open (probe.h).
+    if (auto dir = memory_dir()) held_ = std::make_unique<probe::MemoryFiles>(dir->fd, dir->v2);
   }
 
   std::string path() const override { return dirs_.empty() ? rel_ : dirs_.front().path; }
@@ -97,11 +109,10 @@ class CgroupWorker final : public WorkerCgroup {
     // takes, whose RCU grace period cost every start after a quiet spell ~7 ms
     // (bench/spawn_latency). Right after fork the child has a single thread,
     // so moving it moves the process. v2 forbids moving a lone thread between
-    // domain cgroups: cgroup.procs there.
-    const char* file = mode_ == Mode::V2 ? "cgroup.procs" : "tasks";
+    // domain cgroups: cgroup.procs there (Files::join).
     std::vector<UniqueFd> fds;
     for (const Dir& d : dirs_)  // v1's freezer too: kill_all freezes through it
-      fds.push_back(d.open(file, O_WRONLY));
+      fds.push_back(d.open(files_.join, O_WRONLY));
     return fds;
   }
 
@@ -110,32 +121,34 @@ class CgroupWorker final : public WorkerCgroup {
 
   std::optional<MemoryDir> memory_dir() const override {
     if (dirs_.empty() || !primary().fd) return std::nullopt;
-    bool v2 = mode_ == Mode::V2;
-    if (!v2 && primary().controller != "memory") return std::nullopt;
-    return MemoryDir{primary().fd.get(), v2};
+    if (primary().controller != files_.memory_controller) return std::nullopt;
+    return MemoryDir{primary().fd.get(), files_.v2};
   }
 
+  // Every process joins every hierarchy of its worker (open_join_fds), so one
+  // hierarchy lists them all: the first (memory when there is one), through
+  // its directory fd. Sorted, without duplicates.
   std::vector<pid_t> pids() const override {
-    std::set<pid_t> all;
-    for (const Dir& d : dirs_) {
-      auto text = d.read("cgroup.procs");
-      if (text)
-        for (pid_t p : parse_pids(*text)) all.insert(p);
-    }
-    return {all.begin(), all.end()};
+    if (dirs_.empty()) return {};
+    auto text = primary().read(files_.procs);
+    if (!text) return {};
+    std::vector<pid_t> out = parse_pids(*text);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
   }
 
   bool populated() const override {
-    if (mode_ == Mode::V2) {
-      auto events = primary().read("cgroup.events");
+    if (files_.events) {
+      auto events = primary().read(files_.events);
       if (events) return find_keyed_value(*events, "populated").value_or(0) != 0;
     }
     return !pids().empty();
   }
 
   void kill_all() override {
-    if (mode_ == Mode::V2 && primary().write("cgroup.kill", "1")) return;
-    const Dir* freezer = find_dir(mode_ == Mode::V2 ? "" : "freezer");
+    if (files_.kill && primary().write(files_.kill, "1")) return;
+    const Dir* freezer = find_dir(files_.freezer_controller);
     bool frozen = freezer && freeze(*freezer, true);
     // Frozen tasks cannot fork or exit, so this list is complete and every pid
     // in it is still the process it was. Without a freezer, repeat until empty.
@@ -148,14 +161,15 @@ class CgroupWorker final : public WorkerCgroup {
   }
 
   std::optional<uint64_t> oom_kills() const override {
-    const Dir* memory = find_dir(mode_ == Mode::V2 ? "" : "memory");
+    const Dir* memory = find_dir(files_.memory_controller);
     if (!memory) return std::nullopt;
-    auto text = memory->read(mode_ == Mode::V2 ? "memory.events" : "memory.oom_control");
+    auto text = memory->read(files_.memory_events);
     if (!text) return std::nullopt;
     return find_keyed_value(*text, "oom_kill");
   }
 
   Status remove() override {
+    if (held_) held_->close();
     for (Dir& d : dirs_) {
       if (::rmdir(d.path.c_str()) != 0 && errno != ENOENT) return errno_error("rmdir " + d.path);
     }
@@ -190,24 +204,23 @@ class CgroupWorker final : public WorkerCgroup {
   // Freezing is asynchronous in the kernel; it normally settles in well under
   // a millisecond. Wait a bounded time, then go on regardless.
   bool freeze(const Dir& d, bool on) {
-    bool v2 = mode_ == Mode::V2;
-    const char* file = v2 ? "cgroup.freeze" : "freezer.state";
-    if (!d.write(file, v2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED"))) return false;
+    if (!d.write(files_.freeze, on ? files_.frozen : files_.thawed)) return false;
     if (!on) return true;
     for (int i = 0; i < 100; ++i) {
-      auto state = d.read(v2 ? "cgroup.events" : "freezer.state");
+      auto state = d.read(files_.freeze_state);
       if (!state) return false;
-      bool done =
-          v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1 : state->rfind("FROZEN", 0) == 0;
+      bool done = files_.v2 ? find_keyed_value(*state, "frozen").value_or(0) == 1
+                            : state->rfind(files_.frozen, 0) == 0;
       if (done) return true;
       sleep_ms(1);
     }
     return true;
   }
 
-  Mode mode_;
+  const Files& files_;
   std::string rel_;
   std::vector<Dir> dirs_;
+  std::unique_ptr<probe::MemoryFiles> held_;  // after dirs_: unregistered before its fd closes
 };
 
 class CgroupManager final : public Manager {
@@ -226,13 +239,13 @@ class CgroupManager final : public Manager {
     std::string rel = layout_.root + "/" + program + "/" + std::to_string(slot);
     ::cgroup* cg = cgroup_new_cgroup(rel.c_str());
     if (!cg) return Error{"libcgroup: cannot allocate cgroup " + rel};
-    bool v2 = layout_.mode == Mode::V2;
+    const Files& files = layout_.files();
     for (const Hierarchy& h : layout_.hierarchies) {
-      if (v2) {
+      if (files.v2) {
         for (const char* c : kControllers)
-          if (!missing(c)) set_limits(cg, c, limits, true);
+          if (!missing(c)) set_limits(cg, c, limits, files);
       } else {
-        set_limits(cg, h.controller, limits, false);
+        set_limits(cg, h.controller, limits, files);
       }
     }
     int ret = cgroup_create_cgroup(cg, 0);
@@ -347,28 +360,27 @@ class CgroupManager final : public Manager {
   // Every limit is written, "unlimited" included, so a reused directory never
   // keeps an old value.
   static void set_limits(::cgroup* cg, const std::string& controller, const config::Limits& l,
-                         bool v2) {
+                         const Files& files) {
     cgroup_controller* c = cgroup_add_controller(cg, controller.c_str());
     if (!c) return;
     auto bytes = [](const std::optional<uint64_t>& v, const char* unlimited) {
       return v ? std::to_string(*v) : std::string(unlimited);
     };
     if (controller == "memory") {
-      cgroup_set_value_string(c, v2 ? "memory.max" : "memory.limit_in_bytes",
-                              bytes(l.memory_max, v2 ? "max" : "-1").c_str());
-      cgroup_set_value_string(c, v2 ? "memory.high" : "memory.soft_limit_in_bytes",
-                              bytes(l.memory_high, v2 ? "max" : "-1").c_str());
+      cgroup_set_value_string(c, files.memory_max, bytes(l.memory_max, files.unlimited).c_str());
+      cgroup_set_value_string(c, files.memory_high, bytes(l.memory_high, files.unlimited).c_str());
     } else if (controller == "pids") {
       cgroup_set_value_string(c, "pids.max", bytes(l.pids_max, "max").c_str());
     } else if (controller == "cpu") {
       std::optional<uint64_t> quota;
       if (l.cpu) quota = static_cast<uint64_t>(*l.cpu * kCpuPeriodUs);
-      if (v2) {
-        cgroup_set_value_string(c, "cpu.max",
-                                (bytes(quota, "max") + " " + std::to_string(kCpuPeriodUs)).c_str());
+      if (files.cpu_max) {
+        cgroup_set_value_string(
+            c, files.cpu_max,
+            (bytes(quota, files.unlimited) + " " + std::to_string(kCpuPeriodUs)).c_str());
       } else {
-        cgroup_set_value_string(c, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs).c_str());
-        cgroup_set_value_string(c, "cpu.cfs_quota_us", bytes(quota, "-1").c_str());
+        cgroup_set_value_string(c, files.cpu_period, std::to_string(kCpuPeriodUs).c_str());
+        cgroup_set_value_string(c, files.cpu_quota, bytes(quota, files.unlimited).c_str());
       }
     }
   }
@@ -382,12 +394,6 @@ class CgroupManager final : public Manager {
 // Fallback mode: which worker each session belongs to (a worker's session id
 // is its main process's pid).
 using Sessions = std::map<pid_t, WorkerId>;
-
-std::optional<probe::ProcStat> read_stat(const std::string& proc, pid_t pid) {
-  auto text = read_file(proc + "/" + std::to_string(pid) + "/stat");
-  if (!text) return std::nullopt;
-  return probe::parse_stat(*text);
-}
 
 class FallbackWorker final : public WorkerCgroup {
  public:
@@ -416,7 +422,7 @@ class FallbackWorker final : public WorkerCgroup {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
       pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
-      auto stat = read_stat(proc_, pid);
+      auto stat = probe::read_stat(proc_, pid);
       if (stat && stat->session == static_cast<uint64_t>(sid_) && stat->state != 'Z')
         out.push_back(pid);
     }
@@ -457,7 +463,7 @@ class FallbackManager final : public Manager {
   void remove_program(const std::string&) override {}
   void close() override {}
   std::optional<WorkerId> owner_of(pid_t pid) const override {
-    auto stat = pid > 0 ? read_stat(proc_, pid) : std::nullopt;
+    auto stat = pid > 0 ? probe::read_stat(proc_, pid) : std::nullopt;
     if (!stat) return std::nullopt;
     auto it = sessions_->find(static_cast<pid_t>(stat->session));
     if (it == sessions_->end()) return std::nullopt;

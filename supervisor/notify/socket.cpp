@@ -101,26 +101,22 @@ Result<std::unique_ptr<NotifySocket>> NotifySocket::open_in(uv_loop_t* loop, int
 
 Result<std::unique_ptr<NotifySocket>> NotifySocket::start(uv_loop_t* loop, UniqueFd fd,
                                                           std::string address, Handler handler) {
-  auto* poll = new uv_poll_t;
-  if (int rc = uv_poll_init(loop, poll, fd.get()); rc != 0) {
-    delete poll;
-    return Error{std::string("notify socket: uv_poll_init: ") + uv_strerror(rc), -rc};
-  }
   std::unique_ptr<NotifySocket> self(
       new NotifySocket(std::move(fd), std::move(address), std::move(handler)));
-  poll->data = self.get();
-  self->poll_ = uv::Handle<uv_poll_t>(poll);
-  uv_poll_start(poll, UV_READABLE, [](uv_poll_t* h, int status, int) {
-    auto* socket = static_cast<NotifySocket*>(h->data);
-    if (!socket) return;
-    if (status < 0) {
-      // libuv has stopped polling the socket; it cannot be resumed.
-      log::error("notify socket {}: {}; notifications from workers stop", socket->address_,
-                 uv_strerror(status));
-      return;
-    }
-    socket->drain();
-  });
+  auto poll =
+      uv::poll(loop, self->fd_.get(), self.get(), UV_READABLE, [](uv_poll_t* h, int status, int) {
+        auto* socket = static_cast<NotifySocket*>(h->data);
+        if (!socket) return;
+        if (status < 0) {
+          // libuv has stopped polling the socket; it cannot be resumed.
+          log::error("notify socket {}: {}; notifications from workers stop", socket->address_,
+                     uv_strerror(status));
+          return;
+        }
+        socket->drain();
+      });
+  if (!poll) return Error{"notify socket: " + poll.error().message, poll.error().code};
+  self->poll_ = std::move(*poll);
   return self;
 }
 

@@ -12,24 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/cgroup/files.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/uv.h"
 
 namespace recycler::probe {
 namespace {
-
-// Starts polling `fd` for reading; `owner` is what the callback finds in data.
-Result<uv::Handle<uv_poll_t>> poll_readable(uv_loop_t* loop, int fd, void* owner, uv_poll_cb cb) {
-  auto* poll = new uv_poll_t;
-  if (int err = uv_poll_init(loop, poll, fd); err != 0) {
-    delete poll;
-    return Error{std::string("uv_poll_init: ") + uv_strerror(err), -err};
-  }
-  poll->data = owner;
-  uv::Handle<uv_poll_t> handle(poll);
-  uv_poll_start(poll, UV_READABLE, cb);
-  return handle;
-}
 
 // v1: one eventfd per watch. The kernel holds its own references to the
 // eventfd and to the cgroup; memory.usage_in_bytes and cgroup.event_control
@@ -42,14 +30,14 @@ class EventfdWatch final : public MemoryWatch {
   Status start(uv_loop_t* loop, int dirfd) {
     efd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!efd_) return errno_error("eventfd");
-    UniqueFd usage(::openat(dirfd, "memory.usage_in_bytes", O_RDONLY | O_CLOEXEC));
-    if (!usage) return errno_error("memory.usage_in_bytes");
+    UniqueFd usage(::openat(dirfd, cgroup::kV1.memory_current, O_RDONLY | O_CLOEXEC));
+    if (!usage) return errno_error(cgroup::kV1.memory_current);
     Status registered =
-        write_file_at(dirfd, "cgroup.event_control",
+        write_file_at(dirfd, cgroup::kV1.event_control,
                       std::to_string(efd_.get()) + " " + std::to_string(usage.get()) + " " +
                           std::to_string(threshold()));
     if (!registered) return registered;
-    auto poll = poll_readable(loop, efd_.get(), this, [](uv_poll_t* h, int, int) {
+    auto poll = uv::poll(loop, efd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
       auto* self = static_cast<EventfdWatch*>(h->data);
       if (!self) return;
       // Reading returns and resets the sum of every signal since the last
@@ -123,7 +111,7 @@ class HighWatch final : public MemoryWatch {
     auto wd = inotify_->add(dirfd_, this);
     if (!wd) return wd.error();
     wd_ = *wd;
-    auto events = read_file_at(dirfd_, "memory.events");
+    auto events = read_file_at(dirfd_, cgroup::kV2.memory_events);
     if (!events) return events.error();
     high_events_ = find_keyed_value(*events, "high").value_or(0);
     return lower_high();
@@ -131,7 +119,7 @@ class HighWatch final : public MemoryWatch {
 
   // memory.events changed, or may have (the inotify queue overflowed).
   void check() {
-    auto events = read_file_at(dirfd_, "memory.events");
+    auto events = read_file_at(dirfd_, cgroup::kV2.memory_events);
     if (!events) return;  // the cgroup is gone
     uint64_t high = find_keyed_value(*events, "high").value_or(0);
     if (high <= high_events_) return;  // another counter moved (low, max, oom)
@@ -141,12 +129,12 @@ class HighWatch final : public MemoryWatch {
 
  private:
   Status lower_high() {
-    auto current = read_file_at(dirfd_, "memory.high");
+    auto current = read_file_at(dirfd_, cgroup::kV2.memory_high);
     if (!current) return current.error();
     uint64_t value = 0;
     auto [end, ec] = std::from_chars(current->data(), current->data() + current->size(), value);
     if (ec == std::errc() && value <= threshold()) return Ok{};  // "max" does not parse
-    return write_file_at(dirfd_, "memory.high", std::to_string(threshold()));
+    return write_file_at(dirfd_, cgroup::kV2.memory_high, std::to_string(threshold()));
   }
 
   int dirfd_;
@@ -180,7 +168,7 @@ Result<std::shared_ptr<Inotify>> Inotify::on(uv_loop_t* loop) {
 Status Inotify::start() {
   fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!fd_) return errno_error("inotify_init1");
-  auto poll = poll_readable(loop_, fd_.get(), this, [](uv_poll_t* h, int, int) {
+  auto poll = uv::poll(loop_, fd_.get(), this, UV_READABLE, [](uv_poll_t* h, int, int) {
     if (auto* self = static_cast<Inotify*>(h->data)) self->on_readable();
   });
   if (!poll) return poll.error();
@@ -190,7 +178,7 @@ Status Inotify::start() {
 
 Result<int> Inotify::add(int dirfd, HighWatch* watch) {
   // /proc/self/fd resolves the O_PATH directory fd: no path to keep around.
-  std::string path = "/proc/self/fd/" + std::to_string(dirfd) + "/memory.events";
+  std::string path = "/proc/self/fd/" + std::to_string(dirfd) + "/" + cgroup::kV2.memory_events;
   int wd = ::inotify_add_watch(fd_.get(), path.c_str(), IN_MODIFY);
   if (wd < 0) return errno_error("inotify_add_watch memory.events");
   watches_[wd].push_back(watch);

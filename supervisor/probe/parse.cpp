@@ -204,34 +204,42 @@ std::optional<uint64_t> parse_statm_rss(std::string_view text, uint64_t page_siz
   return checked_mul(*pages, page_size);
 }
 
-std::optional<uint32_t> parse_stat_threads(std::string_view text) {
+namespace {
+
+// The fields of /proc/PID/stat from 3 (state) to 2 + out.size(), into `out`
+// (out[0] is field 3). The comm field (2) may hold spaces and parentheses, so
+// fields are counted from the last ')'. False without a ')' or when the text
+// ends before the last field wanted.
+bool stat_fields(std::string_view text, std::span<std::string_view> out) {
   size_t close = text.rfind(')');
-  if (close == std::string_view::npos) return std::nullopt;
+  if (close == std::string_view::npos) return false;
   std::string_view rest = text.substr(close + 1);
-  // Fields after comm start at 3 (state): num_threads (20) is the 18th.
-  std::string_view field;
-  for (int i = 3; i <= 20; ++i) field = next_token(rest);
-  std::optional<uint64_t> n = parse_u64(field);
+  for (std::string_view& field : out) {
+    field = next_token(rest);
+    if (field.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<uint32_t> parse_stat_threads(std::string_view text) {
+  std::string_view fields[20 - 2];  // 3 .. 20 (num_threads)
+  if (!stat_fields(text, fields)) return std::nullopt;
+  std::optional<uint64_t> n = parse_u64(fields[20 - 3]);
   if (!n || *n > std::numeric_limits<uint32_t>::max()) return std::nullopt;
   return static_cast<uint32_t>(*n);
 }
 
 std::optional<ProcStat> parse_stat(std::string_view text) {
-  size_t close = text.rfind(')');
-  if (close == std::string_view::npos) return std::nullopt;
-  std::string_view rest = text.substr(close + 1);
-  ProcStat out;
-  std::optional<uint64_t> ppid, session, flags, start;
-  for (int i = 3; i <= 22; ++i) {
-    std::string_view field = next_token(rest);
-    if (field.empty()) return std::nullopt;
-    if (i == 3) out.state = field.size() == 1 ? field[0] : '?';
-    if (i == 4) ppid = parse_u64(field);
-    if (i == 6) session = parse_u64(field);
-    if (i == 9) flags = parse_u64(field);
-    if (i == 22) start = parse_u64(field);
-  }
+  std::string_view fields[22 - 2];  // 3 (state) .. 22 (starttime)
+  if (!stat_fields(text, fields)) return std::nullopt;
+  auto field = [&](int i) { return fields[i - 3]; };
+  std::optional<uint64_t> ppid = parse_u64(field(4)), session = parse_u64(field(6)),
+                          flags = parse_u64(field(9)), start = parse_u64(field(22));
   if (!ppid || !session || !flags || !start) return std::nullopt;
+  ProcStat out;
+  out.state = field(3).size() == 1 ? field(3)[0] : '?';
   out.ppid = *ppid;
   out.session = *session;
   out.flags = *flags;

@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 
 namespace recycler::probe {
 namespace {
@@ -30,6 +32,37 @@ std::optional<std::string_view> read_small(int dirfd, const char* path, std::spa
   return text;
 }
 
+// The same through a file held open: pread at offset 0 regenerates a seq_file.
+std::optional<std::string_view> pread_small(int fd, std::span<char> buf) {
+  ssize_t n;
+  do n = ::pread(fd, buf.data(), buf.size(), 0);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return std::nullopt;
+  std::string_view text(buf.data(), static_cast<size_t>(n));
+  if (text.size() == buf.size()) text = text.substr(0, text.rfind('\n') + 1);
+  return text;
+}
+
+// The memory figures of a cgroup, each file's text from `read(name)`.
+template <typename Read>
+CgroupMemory read_memory(const cgroup::Files& files, bool with_pressure, Read read) {
+  CgroupMemory out;
+  if (auto text = read(files.memory_current)) out.current = parse_u64(*text);
+  if (auto text = read(files.memory_stat)) parse_memory_stat(*text, files.v2, out);
+  if (files.memory_pressure && with_pressure)
+    if (auto text = read(files.memory_pressure)) out.pressure = parse_pressure_some_avg10(*text);
+  return out;
+}
+
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<int, MemoryFiles*> by_dirfd;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
 // "PID/name" relative to the proc root; names are our own short literals.
 struct PidPath {
   PidPath(pid_t pid, std::string_view name) {
@@ -43,16 +76,51 @@ struct PidPath {
 
 }  // namespace
 
-CgroupMemory CgroupReader::read(bool with_pressure) const {
-  CgroupMemory out;
+MemoryFiles::MemoryFiles(int dirfd, bool v2) : dirfd_(dirfd), files_(cgroup::files(v2)) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.by_dirfd[dirfd_] = this;
+}
+
+MemoryFiles::~MemoryFiles() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_dirfd.find(dirfd_);
+  if (it != r.by_dirfd.end() && it->second == this) r.by_dirfd.erase(it);
+}
+
+MemoryFiles* MemoryFiles::of(int dirfd) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_dirfd.find(dirfd);
+  return it == r.by_dirfd.end() ? nullptr : it->second;
+}
+
+void MemoryFiles::close() {
+  current_.reset();
+  stat_.reset();
+  pressure_.reset();
+}
+
+CgroupMemory MemoryFiles::read(bool with_pressure) {
   char buf[kBufSize];
-  if (auto text = read_small(dirfd_, v2_ ? "memory.current" : "memory.usage_in_bytes", buf))
-    out.current = parse_u64(*text);
-  if (auto text = read_small(dirfd_, "memory.stat", buf)) parse_memory_stat(*text, v2_, out);
-  if (v2_ && with_pressure)
-    if (auto text = read_small(dirfd_, "memory.pressure", buf))
-      out.pressure = parse_pressure_some_avg10(*text);
-  return out;
+  return read_memory(files_, with_pressure, [&](const char* name) {
+    UniqueFd& fd = name == files_.memory_current ? current_
+                   : name == files_.memory_stat  ? stat_
+                                                 : pressure_;
+    if (!fd) fd.reset(::openat(dirfd_, name, O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::optional<std::string_view>();
+    auto text = pread_small(fd.get(), buf);
+    if (!text) fd.reset();  // opened again next time
+    return text;
+  });
+}
+
+CgroupMemory CgroupReader::read(bool with_pressure) const {
+  if (MemoryFiles* held = MemoryFiles::of(dirfd_)) return held->read(with_pressure);
+  char buf[kBufSize];
+  return read_memory(files_, with_pressure,
+                     [&](const char* name) { return read_small(dirfd_, name, buf); });
 }
 
 ProcessReader::ProcessReader(std::string proc_root)
@@ -85,6 +153,12 @@ std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
   auto text = read_small(root_.get(), PidPath(pid, "stat").text, buf);
   if (!text) return std::nullopt;
   return parse_stat_threads(*text);
+}
+
+std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid) {
+  auto text = read_file(proc_root + "/" + std::to_string(pid) + "/stat");
+  if (!text) return std::nullopt;
+  return parse_stat(*text);
 }
 
 bool reads_processes(unsigned needs, bool with_cgroup) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "policies/policy.h"
+#include "supervisor/cgroup/files.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/util/fd.h"
 
@@ -23,15 +24,45 @@ class CgroupReader {
  public:
   // `dirfd`: the cgroup's directory in the memory hierarchy (v1) or the
   // unified one (v2); borrowed, may be O_PATH.
-  CgroupReader(int dirfd, bool v2) : dirfd_(dirfd), v2_(v2) {}
+  CgroupReader(int dirfd, bool v2) : dirfd_(dirfd), files_(cgroup::files(v2)) {}
 
   // v2: memory.current, memory.stat and, when `with_pressure`, memory.pressure;
-  // v1: memory.usage_in_bytes and memory.stat (no pressure there).
+  // v1: memory.usage_in_bytes and memory.stat (no pressure there). Through
+  // the MemoryFiles registered for the directory fd when there is one.
   CgroupMemory read(bool with_pressure) const;
 
  private:
   int dirfd_;
-  bool v2_;
+  const cgroup::Files& files_;
+};
+
+// One cgroup's memory files, held open between samples. On cgroupfs an
+// openat() is mostly path lookup and permission checks (about half of what a
+// sample cost); a pread() at offset 0 of a file already open regenerates its
+// contents without them. The owner of a cgroup's directory fd (the cgroup
+// manager's worker) registers one for as long as that fd lives; CgroupReader
+// finds it by the fd and reads through it, opening each file on first use
+// (so only sampled workers hold them: 2 fds on v1, 3 on v2) and again after
+// a failed read. Loops may run on several threads: the registry is locked.
+class MemoryFiles {
+ public:
+  MemoryFiles(int dirfd, bool v2);  // registers under `dirfd` (borrowed)
+  ~MemoryFiles();                   // unregisters and closes the files
+  MemoryFiles(const MemoryFiles&) = delete;
+  MemoryFiles& operator=(const MemoryFiles&) = delete;
+
+  // Closes the files held (before the cgroup is removed); they are opened
+  // again if read.
+  void close();
+  CgroupMemory read(bool with_pressure);
+
+  // The instance registered under `dirfd`, or null.
+  static MemoryFiles* of(int dirfd);
+
+ private:
+  int dirfd_;
+  const cgroup::Files& files_;
+  UniqueFd current_, stat_, pressure_;
 };
 
 // Reads processes' files under a proc root ("/proc", or a fixture tree).
@@ -53,6 +84,10 @@ class ProcessReader {
   UniqueFd root_;  // O_PATH: every read is an openat() of "PID/file" below it
   uint64_t page_size_;
 };
+
+// /proc/PID/stat under `proc_root` ("/proc", or a fixture tree), parsed by
+// parse_stat; nullopt when the process is gone or the file does not parse.
+std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid);
 
 // One Sample of one worker at `now`, reading only what `needs` (Needs bits of
 // policies/policy.h, OR-ed over the program's policies) asks for:

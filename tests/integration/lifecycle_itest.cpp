@@ -151,6 +151,39 @@ TEST(Lifecycle, WrapModeExitsWithTheCommandsOwnStatus) {
   EXPECT_EQ(run("kill -9 $$"), 128 + SIGKILL);
 }
 
+TEST(Lifecycle, SigtermDuringStartUpStopsWhatStartedStartsNothingMoreAndLeavesNothing) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  // Enough programs that starting them all takes far longer than the test
+  // needs to see the first one start and send SIGTERM.
+  constexpr int kPrograms = 120;
+  std::string programs;
+  for (int i = 0; i < kPrograms; ++i)
+    programs +=
+        "  p" + std::to_string(i) + ": {command: [sleep, \"1000\"], restart: {mode: never}}\n";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, programs));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("p0[0] started: pid", 60s));
+  r.signal(SIGTERM);
+  auto sent = std::chrono::steady_clock::now();
+  // Within a second (scaled): what started stops, nothing more starts.
+  auto status = r.wait_exit(1s);
+  ASSERT_TRUE(status) << "recycler still running 1 s after SIGTERM; output:\n" << r.output();
+  auto took = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - sent);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << r.output();
+  EXPECT_TRUE(r.wait_for("SIGTERM: stopping every program"));
+  EXPECT_TRUE(r.wait_for("recycler stopped"));
+  std::vector<pid_t> started;
+  for (const std::string& line : r.lines())
+    if (line.find("] started: pid") != std::string::npos) started.push_back(started_pid(line));
+  EXPECT_LT(started.size(), static_cast<size_t>(kPrograms)) << "start-up ran to its end first";
+  for (pid_t pid : started)
+    EXPECT_FALSE(process_exists(pid)) << "pid " << pid << " outlived recycler";
+  EXPECT_FALSE(fs::exists(sb.root_dir())) << "cgroups left behind";
+  RecordProperty("stop_ms", static_cast<int>(took.count()));
+  RecordProperty("started", static_cast<int>(started.size()));
+}
+
 // Where a wrap-mode run puts its worker: recycler-run/NAME.PID/NAME/0.
 std::string wrapped_worker_dir(const Sandbox& sb, const Recycler& r, const std::string& name) {
   std::string root = sb.root_dir();

@@ -399,6 +399,53 @@ TEST(CgroupReader, OversizedFileIsCutAtItsLastWholeLine) {
   EXPECT_EQ(m.anon, std::nullopt);
 }
 
+// ---- MemoryFiles: the files held open between samples ----
+
+TEST(MemoryFiles, ReadsTheSameFiguresAsAnOpenPerRead) {
+  UniqueFd dir = open_dir(fixture("v2"));
+  CgroupMemory direct = CgroupReader(dir.get(), true).read(true);
+  MemoryFiles held(dir.get(), true);
+  EXPECT_EQ(MemoryFiles::of(dir.get()), &held);
+  for (int i = 0; i < 2; ++i) {  // the second time through the files held
+    CgroupMemory m = CgroupReader(dir.get(), true).read(true);
+    EXPECT_EQ(m.current, direct.current);
+    EXPECT_EQ(m.anon, direct.anon);
+    EXPECT_EQ(m.file, direct.file);
+    EXPECT_EQ(m.kernel, direct.kernel);
+    EXPECT_EQ(m.shmem, direct.shmem);
+    EXPECT_EQ(m.pressure, direct.pressure);
+  }
+}
+
+TEST(MemoryFiles, EachReadSeesTheFileAnewAndUnregistersWhenGone) {
+  char tmpl[] = "/tmp/recycler-probe-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string current = dir + "/memory.usage_in_bytes";
+  // In place, as the kernel's counters change: the same file, new contents.
+  auto write = [&](const std::string& text) {
+    UniqueFd f(::open(current.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    ASSERT_TRUE(f);
+    ASSERT_EQ(::write(f.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  };
+  write("1000\n");
+  UniqueFd fd = open_dir(dir);
+  {
+    MemoryFiles held(fd.get(), false);
+    EXPECT_EQ(CgroupReader(fd.get(), false).read(false).current, 1000u);
+    write("2000000\n");
+    EXPECT_EQ(CgroupReader(fd.get(), false).read(false).current, 2000000u);
+    held.close();
+    write("3\n");
+    EXPECT_EQ(CgroupReader(fd.get(), false).read(false).current, 3u);
+  }
+  EXPECT_EQ(MemoryFiles::of(fd.get()), nullptr);
+  write("4\n");
+  EXPECT_EQ(CgroupReader(fd.get(), false).read(false).current, 4u);
+  ::unlink(current.c_str());
+  ::rmdir(dir.c_str());
+}
+
 // ---- ProcessReader on a fixture /proc ----
 
 TEST(ProcessReader, FullReadsSmapsRollup) {

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Start-up time with many programs, and a SIGTERM in the middle of it.
+#
+#   bench/startup.sh [BUILD_DIR] [PROGRAMS...]
+#   (defaults: BUILD_DIR=build, PROGRAMS=100 1000 4000; BUILD_DIR relative to
+#   the repository unless absolute; run as root for real cgroups)
+#
+# For each N in PROGRAMS: writes a config with N programs p0..pN-1 (one
+# instance each of `sleep 100000`, memory_max 64MiB so each gets a real
+# cgroup, restart never) in a cgroup root of its own (recycler-bench-<pid>),
+# runs BUILD_DIR/supervisor/recycler, and reports:
+#   - start: the time from exec until the last "pN[0] started" line, by the
+#     log's own timestamps (ms), and per program (µs);
+#   - start-up CPU: recycler's run time (schedstat) once all have started;
+#   - stop: SIGTERM, the time until recycler exits, its status, that every
+#     worker is gone and that the cgroup root was removed.
+# With BENCH_TERM_AT=K (0 < K < N) the SIGTERM comes instead as soon as the
+# K-th worker has logged "started", in the middle of the start-up: then the
+# time until exit (target < 1 s), how many programs had started, and the same
+# checks that nothing is left behind.
+# As root the open-file limit is raised first (about 6 fds per program).
+# Exit status: 0 when every check held, 1 otherwise.
+set -u
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${1:-build}
+shift || true
+COUNTS=("$@")
+((${#COUNTS[@]})) || COUNTS=(100 1000 4000)
+[[ $BUILD_DIR = /* ]] || BUILD_DIR=$REPO/$BUILD_DIR
+BIN=$BUILD_DIR/supervisor/recycler
+if [[ ! -x $BIN ]]; then
+  echo "startup.sh: $BIN not found; build it first (see bench/README.md)" >&2
+  exit 1
+fi
+for n in "${COUNTS[@]}"; do
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+    echo "usage: bench/startup.sh [BUILD_DIR] [PROGRAMS...]" >&2
+    exit 2
+  fi
+done
+TERM_AT=${BENCH_TERM_AT:-}
+# About 6 fds per program (its notify socket, the worker's output pipes, pidfd
+# and cgroup directory): 4000 programs need about 24,000, more than a hard
+# limit of 20,000 (raised here when permitted).
+ulimit -Hn 1048576 2>/dev/null && ulimit -n 1048576
+
+ROOT=recycler-bench-$$
+TMP=$(mktemp -d /tmp/recycler-bench.XXXXXX)
+PID=
+DISPLAY_ROOT=
+
+root_dirs() {
+  local d
+  for d in /sys/fs/cgroup/*/"$ROOT" /sys/fs/cgroup/"$ROOT" ${DISPLAY_ROOT:+"$DISPLAY_ROOT"}; do
+    [[ -d $d ]] && echo "$d"
+  done
+}
+
+is_gone() {
+  local state
+  state=$(sed -n 's/^State:\s*\(\S\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+  [[ -z $state || $state = Z ]]
+}
+
+# shellcheck disable=SC2317  # called through the EXIT trap
+cleanup() {
+  if [[ -n $PID ]] && kill -0 "$PID" 2>/dev/null; then
+    kill -TERM "$PID" 2>/dev/null
+    for _ in $(seq 300); do is_gone "$PID" && break; sleep 0.1; done
+    is_gone "$PID" || kill -KILL "$PID" 2>/dev/null
+    wait "$PID" 2>/dev/null
+  fi
+  # Only what this run created: directories under its own, unique root.
+  local d
+  for d in $(root_dirs); do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+now() { date +%s.%N; }
+# A log line's timestamp ("2026-11-22 07:11:39.423 ...") in seconds since the epoch.
+line_time() { date -d "$(cut -c1-23 <<<"$1")" +%s.%N; }
+run_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
+
+OK=1
+echo "recycler start-up benchmark${TERM_AT:+, SIGTERM once $TERM_AT workers have started}"
+for N in "${COUNTS[@]}"; do
+  CONFIG=$TMP/startup-$N.yaml
+  LOG=$TMP/recycler-$N.log
+  {
+    echo "log: {level: info, format: text}"
+    echo "cgroup_root: $ROOT"
+    echo "programs:"
+    for ((i = 0; i < N; i++)); do
+      printf '  p%d: {command: [sleep, "100000"], limits: {memory_max: 64MiB}, restart: {mode: never}}\n' "$i"
+    done
+  } >"$CONFIG"
+  : >"$LOG"
+  WANT=$N
+  [[ -n $TERM_AT ]] && WANT=$TERM_AT
+  T0=$(now)
+  "$BIN" run -c "$CONFIG" >"$LOG" 2>&1 </dev/null &
+  PID=$!
+  started=0
+  # At most 120 s for every start.
+  for _ in $(seq 12000); do
+    started=$(grep -c '^.\{24\}info    p[0-9]*\[0\] started: pid' "$LOG")
+    ((started >= WANT)) && break
+    is_gone "$PID" && break
+    grep -q '\] failed to start: ' "$LOG" && break  # e.g. out of fds: see the log
+    sleep 0.01
+  done
+  if [[ -n $TERM_AT ]]; then
+    STOP0=$(now)
+    kill -TERM "$PID"
+  fi
+  line=$(grep '^.\{24\}info    p[0-9]*\[0\] started: pid' "$LOG" | tail -1)
+  if ((started < WANT)) || [[ -z $line ]]; then
+    echo "startup.sh: only $started of $WANT programs started; recycler's log:" >&2
+    tail -50 "$LOG" >&2
+    OK=0
+    break
+  fi
+  if [[ -z $TERM_AT ]]; then
+    CPU_MS=$(awk -v n="$(run_ns "$PID")" 'BEGIN { printf "%.0f", n / 1e6 }')
+    START_MS=$(ms_between "$T0" "$(line_time "$line")")
+    DISPLAY_ROOT=$(sed -n 's/.*): cgroup [a-z0-9]*, worker cgroups under \(.*\)$/\1/p' "$LOG" | head -1)
+    STOP0=$(now)
+    kill -TERM "$PID"
+  fi
+  for _ in $(seq 6000); do is_gone "$PID" && break; sleep 0.005; done
+  STOP1=$(now)
+  DISPLAY_ROOT=$(sed -n 's/.*): cgroup [a-z0-9]*, worker cgroups under \(.*\)$/\1/p' "$LOG" | head -1)
+  if is_gone "$PID"; then
+    wait "$PID"
+    RC=$?
+    STOP="exit $RC in $(ms_between "$STOP0" "$STOP1") ms"
+    ((RC == 0)) || OK=0
+  else
+    STOP="still running 30 s after SIGTERM"
+    OK=0
+  fi
+  PID=
+  LEFT=0
+  while read -r p; do
+    kill -0 "$p" 2>/dev/null && LEFT=$((LEFT + 1))
+  done < <(sed -n 's/.*p[0-9]*\[0\] started: pid \([0-9]*\).*/\1/p' "$LOG")
+  ((LEFT == 0)) || { STOP+=", $LEFT workers still alive"; OK=0; }
+  if [[ -n $(root_dirs) ]]; then
+    STOP+=", cgroup root left behind"
+    OK=0
+  elif [[ -n $DISPLAY_ROOT ]]; then
+    STOP+=", cgroups removed"
+  else
+    STOP+=", no cgroups were used"
+  fi
+  if [[ -n $TERM_AT ]]; then
+    ALL=$(grep -c 'p[0-9]*\[0\] started: pid' "$LOG")
+    printf '  %5d programs: SIGTERM after %d started; %d started in all; %s\n' "$N" "$TERM_AT" "$ALL" "$STOP"
+  else
+    printf '  %5d programs: all started %6d ms after exec (%4d us per program), start-up CPU %d ms; stop: %s\n' \
+      "$N" "$START_MS" "$((START_MS * 1000 / N))" "$CPU_MS" "$STOP"
+  fi
+  if ((OK == 0)); then
+    echo "recycler's log (last lines):" >&2
+    tail -30 "$LOG" >&2
+    break
+  fi
+done
+((OK == 1))
