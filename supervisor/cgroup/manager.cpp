@@ -22,6 +22,7 @@
 #include "supervisor/log.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/probe/probe.h"
+#include "supervisor/util/pidfd.h"
 
 namespace recycler::cgroup {
 namespace {
@@ -155,7 +156,7 @@ class CgroupWorker final : public WorkerCgroup {
     for (int round = 0; round < (frozen ? 1 : 20); ++round) {
       std::vector<pid_t> victims = pids();
       if (victims.empty()) break;
-      for (pid_t p : victims) ::kill(p, SIGKILL);
+      for (pid_t p : victims) signal_pid(p, SIGKILL);
     }
     if (frozen) freeze(*freezer, false);
   }
@@ -313,7 +314,7 @@ class CgroupManager final : public Manager {
     if (dot == std::string::npos) return false;
     std::string pid = dir.substr(dot + 1);
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return false;
-    if (::kill(std::stoi(pid), 0) == 0 || errno == EPERM) return false;  // its recycler runs
+    if (process_exists(std::stoi(pid))) return false;  // its recycler runs
     UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     return fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
   }
@@ -431,7 +432,7 @@ class FallbackWorker final : public WorkerCgroup {
   }
   bool populated() const override { return !pids().empty(); }
   void kill_all() override {
-    for (pid_t p : pids()) ::kill(p, SIGKILL);
+    for (pid_t p : pids()) signal_pid(p, SIGKILL);
   }
   std::optional<uint64_t> oom_kills() const override { return std::nullopt; }
   std::optional<MemoryDir> memory_dir() const override { return std::nullopt; }

@@ -29,4 +29,17 @@ inline bool process_exists(pid_t pid) {
   return true;
 }
 
+// `sig` to `pid` through a pidfd: 0, or -1 with errno set. Only as safe as
+// the caller's knowledge that `pid` is still the process it means (a frozen
+// cgroup's member, an unreaped child): hold a pidfd where that can change.
+inline int signal_pid(pid_t pid, int sig) {
+  int fd = pidfd_open(pid);
+  if (fd < 0) return -1;
+  int rc = pidfd_send_signal(fd, sig);
+  int err = errno;
+  ::close(fd);
+  errno = err;
+  return rc;
+}
+
 }  // namespace recycler
