@@ -338,10 +338,7 @@ void RecycleController::checkpoint_sent(unsigned slot, pid_t pid) {
          {"signal", units::signal_name(c.signal)},
          {"timeout_s", static_cast<double>(c.timeout.count()) / 1000.0}});
   record(slot, "checkpoint", pid, units::signal_name(c.signal));
-  Checkpointing& cp = run.checkpoint.emplace();
-  cp.policy = policy;
-  cp.reason = std::move(reason);
-  cp.since = now_();
+  run.checkpoint = Checkpointing{policy, std::move(reason), now_(), false};
   emit(ArmCheckpointTimer{slot, c.timeout});
 }
 
