@@ -35,8 +35,6 @@ namespace recycler::log {
 using config::LogFormat;
 using Level = config::LogLevel;
 
-
-
 enum class Stream { Stdout, Stderr };
 
 // Receives every formatted line (without the newline) instead of stderr.

@@ -87,7 +87,7 @@ class ProgramMonitor {
   std::shared_ptr<const config::ProgramConfig> program_;
   engine::RecycleController controller_;
   std::shared_ptr<const notify::OutputMatcher> matcher_;  // the config's (RequestsConfig)
-  std::vector<std::unique_ptr<Slot>> slots_;  // by slot number
+  std::vector<std::unique_ptr<Slot>> slots_;              // by slot number
   // What callbacks held by workers reach this monitor through; gone with it.
   std::shared_ptr<ProgramMonitor*> self_ = std::make_shared<ProgramMonitor*>(this);
 };

@@ -51,9 +51,9 @@
 
 namespace recycler::engine {
 
-using recycler::Duration;
 using policies::Decision;
 using policies::TimePoint;
+using recycler::Duration;
 
 // Stop the worker gracefully and start its replacement after `delay`.
 struct RecycleWorker {
