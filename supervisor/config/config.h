@@ -175,15 +175,28 @@ struct LogConfig {
 
 inline constexpr const char* kDefaultCgroupRoot = "recycler";
 
+// GPU memory through NVML (supervisor/gpu/). Without this section NVML is
+// loaded only when a policy reads gpu or gpu_total; with it, also to record
+// the timelines' gpu columns (a missing library is then a warning).
+struct GpuConfig {
+  std::string nvml = "libnvidia-ml.so.1";  // a soname (searched) or an absolute path
+  bool operator==(const GpuConfig&) const = default;
+};
+
 struct Config {
   std::string path;  // the file it came from ("" when built from the command line)
   LogConfig log;
+  std::optional<GpuConfig> gpu;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;
   std::vector<ProgramConfig> programs;  // in file order
 
   const ProgramConfig* find(const std::string& name) const;
+  // Whether any program's policies read gpu or gpu_total.
+  bool needs_gpu() const;
+  // The NVML library to load, when anything asks for GPU figures.
+  std::optional<std::string> nvml_library() const;
 };
 
 // Environment variables that `threads: N` sets unless the program's env sets them.

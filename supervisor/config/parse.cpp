@@ -105,7 +105,8 @@ void set(T& out, const std::optional<U>& v) {
 // ---------------------------------------------------------------------------
 // Top-level sections
 
-constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "programs"};
+constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "gpu", "programs"};
+constexpr std::string_view kGpuKeys[] = {"nvml"};
 constexpr std::string_view kLogKeys[] = {"level", "format"};
 constexpr std::string_view kProgramKeys[] = {"command",
                                              "env",
@@ -162,6 +163,44 @@ bool cgroup_char(char c) {
 
 // The root ends up in paths handed to the kernel, so nothing that could
 // climb out of the intended subtree or name the same directory twice.
+// gpu: {nvml: PATH}; a bare `gpu:` turns GPU figures on with the default library.
+void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& gpu, Report& r) {
+  gpu.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kGpuKeys);
+  if (!map) return;
+  if (auto* v = map->get("nvml")) {
+    auto text = read_scalar(*v, "a string", r);
+    if (!text) return;
+    if (text->empty()) return r.error(v->mark(), v->path + ": must not be empty");
+    // A soname is searched like dlopen does; a relative path is the config's.
+    if (text->find('/') == std::string::npos || fs::path(*text).is_absolute())
+      gpu->nvml = *text;
+    else
+      gpu->nvml = (base / *text).lexically_normal().string();
+  }
+}
+
+// A policy that reads gpu or gpu_total needs NVML: said at its name, at check
+// time, not when the first sample comes.
+void check_nvml(const Config& config, const std::vector<ProgramSpec>& specs, const HostLookup& host,
+                Report& r) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (const PolicyConfig& p : config.programs[i].policies) {
+      if (!(p.policy->needs() & policies::kNeedsGpu)) continue;
+      const std::string library = config.nvml_library().value_or(GpuConfig{}.nvml);
+      auto why = host.nvml_error(library);
+      if (!why) return;
+      for (const PolicySpec& spec : specs[i].policies)
+        if (spec.source == p.source)
+          return r.error(spec.name_mark,
+                         spec.path + ": reads GPU memory through NVML, which cannot be used: " +
+                             *why + " (install the NVIDIA driver, or set gpu.nvml to the path of " +
+                             "libnvidia-ml.so.1)");
+      return;
+    }
+}
+
 void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
   auto text = read_scalar(f, "a string", r);
   if (!text) return;
@@ -783,9 +822,11 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   auto top = read_map(root, r, kTopKeys);
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
+  if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
   parse_programs(top->find("programs"), root.value.Mark(), config, base, host, specs, r);
   // The compile step: policies and request patterns, built once.
   for (size_t i = 0; i < specs.size(); ++i) compile(specs[i], config.programs[i], r);
+  check_nvml(config, specs, host, r);
   return std::move(r).finish(std::move(config));
 }
 

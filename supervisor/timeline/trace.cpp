@@ -19,9 +19,23 @@ namespace {
 using policies::Metric;
 using policies::ProcessSample;
 
-enum class Column { T, Current, Anon, File, Rss, Pss, Uss, Device, Requests, Threads };
-constexpr std::array<std::string_view, 10> kColumnNames = {
-    "t", "current", "anon", "file", "rss", "pss", "uss", "device", "requests", "threads"};
+enum class Column {
+  T,
+  Current,
+  Anon,
+  File,
+  Rss,
+  Pss,
+  Uss,
+  Device,
+  Requests,
+  Threads,
+  Gpu,
+  GpuTotal
+};
+constexpr std::array<std::string_view, 12> kColumnNames = {
+    "t",   "current", "anon",     "file",    "rss", "pss",
+    "uss", "device",  "requests", "threads", "gpu", "gpu_total"};
 // Well past any worker's life, and far from overflowing the clock's nanoseconds.
 constexpr double kMaxSeconds = 1e9;
 
@@ -157,9 +171,15 @@ class Reader {
         case Column::Threads:
           s.threads = p.threads = static_cast<uint32_t>(v);
           break;
+        case Column::Gpu:
+          s.gpu = p.gpu = v;
+          break;
+        case Column::GpuTotal:
+          s.gpu_total = v;
+          break;
       }
       process = process || c == Column::Rss || c == Column::Pss || c == Column::Uss ||
-                c == Column::Requests || c == Column::Threads;
+                c == Column::Requests || c == Column::Threads || c == Column::Gpu;
     }
     if (process) s.processes.push_back(p);
     out.push_back(std::move(s));
@@ -225,6 +245,8 @@ void append_row(std::string& out, const Sample& sample, TimePoint started) {
   append_cell(out, sample.device);
   append_cell(out, sample.requests);
   append_cell(out, sample.threads);
+  append_cell(out, sample.gpu);
+  append_cell(out, sample.gpu_total);
 }
 
 std::string format_row(const Sample& sample, TimePoint started) {

@@ -4,7 +4,7 @@
 //
 // Samples file, DIR/PROGRAM.SLOT.csv (one run per file: t starts at 0 again):
 //
-//   t,current,anon,file,rss,pss,uss,device,requests,threads
+//   t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total
 //   12.345,524288000,419430400,104857600,430000000,,,,1200,9
 //
 //   t          seconds since the worker started, 3 decimals
@@ -12,6 +12,8 @@
 //              summed over the worker's processes; device bytes it reported
 //   requests   completed since the worker started (cumulative)
 //   threads    every thread of every process of the worker
+//   gpu        GPU memory (NVML) on the device where the worker holds the most
+//   gpu_total  GPU memory summed over devices
 //   an empty cell: not measured in that sample
 //
 // Reading a trace back (read_trace): the header names the columns, any subset
@@ -22,7 +24,7 @@
 // repeated column, a bad or negative number, a decreasing t, or a row with
 // the wrong number of cells is an error "FILE:LINE: column NAME: ...".
 // Each row becomes a Sample with t = TimePoint{} + t seconds. rss, pss, uss,
-// requests and threads also go into one synthetic process (pid 1, not the
+// requests, threads and gpu also go into one synthetic process (pid 1, not the
 // main process) when the row has any of them, and requests and threads into
 // the Sample's own fields too: policies with scope: worker and scope: process
 // both see them.
@@ -60,7 +62,7 @@ using policies::TimePoint;
 using WallClock = std::chrono::system_clock;
 
 inline constexpr std::string_view kSamplesHeader =
-    "t,current,anon,file,rss,pss,uss,device,requests,threads";
+    "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total";
 inline constexpr std::string_view kEventsHeader = "time,generation,t,event,pid,detail";
 
 // The samples row of `sample` (without its newline), t relative to `started`.
