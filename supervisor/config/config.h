@@ -138,6 +138,21 @@ struct TimelineConfig {
   bool operator==(const TimelineConfig&) const = default;
 };
 
+// `allocator:`: environment variables that tune glibc's malloc or replace it
+// for the program's processes (supervisor/config/allocator.h builds them).
+// Unset fields set nothing.
+struct AllocatorConfig {
+  std::optional<uint64_t> arena_max;       // MALLOC_ARENA_MAX
+  std::optional<uint64_t> trim_threshold;  // bytes; GLIBC_TUNABLES glibc.malloc.trim_threshold
+  std::optional<uint64_t> mmap_threshold;  // bytes; glibc.malloc.mmap_threshold
+  std::optional<uint64_t> top_pad;         // bytes; glibc.malloc.top_pad
+  std::string preload;       // as written: "jemalloc", "tcmalloc" or a path; "" for none
+  std::string preload_path;  // the library LD_PRELOAD gets, found when the config was checked
+  std::optional<std::string> jemalloc_conf;  // MALLOC_CONF
+
+  bool operator==(const AllocatorConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -150,6 +165,7 @@ struct ProgramConfig {
   std::optional<gid_t> gid;  // resolved from group, else the user's primary group
   unsigned instances = 1;
   std::optional<unsigned> threads;
+  AllocatorConfig allocator;
   Limits limits;
   std::vector<Rlimit> rlimits;
   StopConfig stop;
