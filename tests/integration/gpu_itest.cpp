@@ -23,14 +23,15 @@ using ::testing::HasSubstr;
 
 // A shell worker that holds 16 MiB more on GPU 0 every 100 ms, up to `max`
 // MiB, and frees it when it exits (a process's GPU memory goes with it).
-std::string grower(const std::string& dir, int max_mib = 4096) {
+std::string grower(const std::string& dir, int max_mib = 4096, int step_mib = 16) {
   std::string procs = dir + "/procs";
   return "[/bin/sh, -c, 'f=" + procs +
          "/$$; trap \"rm -f $f; exit 0\" TERM; i=0; "
          "while :; do [ $i -lt " +
-         std::to_string(max_mib / 16) +
+         std::to_string(max_mib / step_mib) +
          " ] && i=$((i+1)); "
-         "echo \"0 $((i*16777216))\" > $f.new && mv $f.new $f; sleep 0.1; done']";
+         "echo \"0 $((i*" +
+         std::to_string(step_mib << 20) + "))\" > $f.new && mv $f.new $f; sleep 0.1; done']";
 }
 
 // Reads recycler's output until `done` holds (a file it writes says so);
@@ -103,6 +104,29 @@ TEST(Gpu, AWorkerWhoseGpuMemoryGrowsIsRecycledBeforeTheDeviceFills) {
   ASSERT_TRUE(mib) << *line;
   EXPECT_GT(*mib, 512.0);
   EXPECT_LT(*mib, 1024.0) << "recycled only once the GPU was full";
+  ASSERT_TRUE(r.wait_for_count("train[0] started: pid", 2, scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Gpu, TheLeakPolicyOnGpuRecyclesBeforeTheProjectedCrossing) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Gpu gpu(sb);
+  // 80 MiB/s toward 90% of a 1 GiB GPU: the limit is ~11.5 s away at start.
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
+    command: )" + grower(gpu.dir, 4096, 8) + R"(
+    sample_interval: 100ms
+    policies:
+      - leak: {metric: gpu, window: 8s, warmup: 1s, horizon: 5s, limit: 90%}
+    stop: {timeout: 5s}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  auto line = r.wait_for("train[0] recycle: gpu +", scaled(30s));
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("of 921.6 MiB (90% of 1 GiB)"));
+  EXPECT_THAT(*line, HasSubstr("(leak policy)"));
   ASSERT_TRUE(r.wait_for_count("train[0] started: pid", 2, scaled(20s)));
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
