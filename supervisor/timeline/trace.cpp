@@ -19,9 +19,10 @@ namespace {
 using policies::Metric;
 using policies::ProcessSample;
 
-enum class Column { T, Current, Anon, File, Rss, Pss, Uss, Device, Requests, Threads };
-constexpr std::array<std::string_view, 10> kColumnNames = {
-    "t", "current", "anon", "file", "rss", "pss", "uss", "device", "requests", "threads"};
+enum class Column { T, Current, Anon, File, Rss, Pss, Uss, Device, Requests, Threads, Iteration };
+constexpr std::array<std::string_view, 11> kColumnNames = {
+    "t",   "current", "anon",     "file",    "rss",      "pss",
+    "uss", "device",  "requests", "threads", "iteration"};
 // Well past any worker's life, and far from overflowing the clock's nanoseconds.
 constexpr double kMaxSeconds = 1e9;
 
@@ -157,6 +158,9 @@ class Reader {
         case Column::Threads:
           s.threads = p.threads = static_cast<uint32_t>(v);
           break;
+        case Column::Iteration:
+          s.iteration = v;
+          break;
       }
       process = process || c == Column::Rss || c == Column::Pss || c == Column::Uss ||
                 c == Column::Requests || c == Column::Threads;
@@ -175,7 +179,7 @@ class Reader {
     if (ec != std::errc() || end != last) {
       double d = 0;
       auto [dend, dec] = std::from_chars(cell.data(), last, d);
-      bool bytes = c != Column::Requests && c != Column::Threads;
+      bool bytes = c != Column::Requests && c != Column::Threads && c != Column::Iteration;
       if (dec != std::errc() || dend != last || !std::isfinite(d))
         return error(line, c, units::quote(cell) + " is not a number" + (bytes ? " of bytes" : ""));
       if (d < 0) return error(line, c, std::string(cell) + " is negative");
@@ -225,6 +229,7 @@ void append_row(std::string& out, const Sample& sample, TimePoint started) {
   append_cell(out, sample.device);
   append_cell(out, sample.requests);
   append_cell(out, sample.threads);
+  append_cell(out, sample.iteration);
 }
 
 std::string format_row(const Sample& sample, TimePoint started) {

@@ -4,19 +4,22 @@
 //
 // Samples file, DIR/PROGRAM.SLOT.csv (one run per file: t starts at 0 again):
 //
-//   t,current,anon,file,rss,pss,uss,device,requests,threads
-//   12.345,524288000,419430400,104857600,430000000,,,,1200,9
+//   t,current,anon,file,rss,pss,uss,device,requests,threads,iteration
+//   12.345,524288000,419430400,104857600,430000000,,,,1200,9,
 //
 //   t          seconds since the worker started, 3 decimals
 //   current..  bytes: the cgroup's current, anon and file; rss, pss and uss
 //              summed over the worker's processes; device bytes it reported
 //   requests   completed since the worker started (cumulative)
 //   threads    every thread of every process of the worker
+//   iteration  the last iteration the worker reported (RECYCLER_ITERATION):
+//              where it changes, an iteration boundary
 //   an empty cell: not measured in that sample
 //
 // Reading a trace back (read_trace): the header names the columns, any subset
 // of the ones above in any order as long as `t` is there, so traces can be
-// made by hand from other monitoring. Blank lines, CRLF line ends, a UTF-8
+// made by hand from other monitoring (and those recorded before a column was
+// added still load). Blank lines, CRLF line ends, a UTF-8
 // BOM, spaces around cells, double quotes around a whole cell and decimal
 // sizes and counts ("1048576.0", rounded down) are tolerated. An unknown or
 // repeated column, a bad or negative number, a decreasing t, or a row with
@@ -60,7 +63,7 @@ using policies::TimePoint;
 using WallClock = std::chrono::system_clock;
 
 inline constexpr std::string_view kSamplesHeader =
-    "t,current,anon,file,rss,pss,uss,device,requests,threads";
+    "t,current,anon,file,rss,pss,uss,device,requests,threads,iteration";
 inline constexpr std::string_view kEventsHeader = "time,generation,t,event,pid,detail";
 
 // The samples row of `sample` (without its newline), t relative to `started`.

@@ -458,6 +458,21 @@ TEST_F(ControllerTest, DeviceBytesAWorkerReportsGoIntoTheSample) {
   EXPECT_EQ(all<RecycleWorker>().size(), 1u);
 }
 
+TEST_F(ControllerTest, TheIterationAWorkerReportsGoesIntoTheSample) {
+  make("    policies:\n      - memory: {metric: device, limit: 1GiB}\n");
+  start();
+  policies::Sample before = sample();
+  controller->prepare(0, before, nullptr);
+  EXPECT_FALSE(before.iteration) << "none reported yet";
+  notify::NotifyMessage m;
+  m.iteration = 4;
+  controller->notified(0, 100, m);
+  controller->notified(0, 100, notify::NotifyMessage{});  // a message without one keeps it
+  policies::Sample s = sample();
+  controller->prepare(0, s, nullptr);
+  EXPECT_EQ(s.iteration, 4u);
+}
+
 TEST_F(ControllerTest, AnOutlookIsLoggedWhenGrowthIsFirstSeenAndWhenItStops) {
   make(
       "    limits: {memory_max: 4GiB}\n"
