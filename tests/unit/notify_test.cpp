@@ -489,6 +489,28 @@ TEST_F(NotifySocketTest, ThePythonHelperReachesTheSocketWithItsPid) {
   EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=3");
 }
 
+TEST_F(NotifySocketTest, ThePythonHelperMarksAnIterationWithItsDeviceBytesInOneMessage) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  open();
+  const char* script = R"(
+import sys
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+sys.exit(0 if rn.iteration(3, device_bytes=13019119616.0) and rn.iteration(4) else 1)
+)";
+  pid_t python =
+      spawn({kPython, "-c", script, kHelperDir}, {"NOTIFY_SOCKET=" + socket_->address()});
+  ASSERT_GT(python, 0);
+  EXPECT_TRUE(run_until_received(2));
+  EXPECT_EQ(wait_exit_code(python), 0);
+  ASSERT_EQ(received_.size(), 2u);
+  NotifyMessage m = parse_message(received_[0].data);
+  EXPECT_EQ(m.iteration, 3u);
+  EXPECT_EQ(m.device_bytes, 13019119616u);
+  EXPECT_THAT(m.problems, IsEmpty());
+  EXPECT_EQ(received_[1].data, "RECYCLER_ITERATION=4");
+}
+
 TEST_F(NotifySocketTest, ThePythonHelperReportsFromAForkedChildWithTheChildsPid) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
   open();
