@@ -1,14 +1,17 @@
-// leak: predict when a growing metric reaches its limit from its trend, and
-// recycle (or checkpoint, then restart) the worker while there is time.
+// leak: predict when a growing metric reaches its limit, and recycle (or
+// checkpoint, then restart) the worker while there is time.
 //
 //   - leak: {metric: anon, window: 10m, warmup: 2m, horizon: 15m,
 //            min_slope: 1MiB/min, limit: 90%, action: checkpoint}
 //
-// The window is kept as kBuckets buckets (min, max and mean of the samples in
-// each), so the state is bounded whatever the sample rate or uptime. Each
-// time a bucket closes, once two thirds of a window are behind the warm-up,
-// the trend is estimated again from the closed buckets:
-//   - the lower envelope (the lowest value over the last third of the window,
+// Three rules, each on its own evidence; the first that fires decides.
+//
+// 1. The trend. The window is kept as kBuckets buckets (min, max and mean of
+// the samples in each), so the state is bounded whatever the sample rate or
+// uptime. Each time a bucket closes, the trend is estimated again from the
+// closed buckets (all after the warm-up):
+//   - once two thirds of a window are behind the warm-up, from envelopes:
+//     the lower envelope (the lowest value over the last third of the window,
 //     at each bucket) runs along a sawtooth's troughs and the upper envelope
 //     along its peaks: a healthy per-epoch or GC cycle up to a third of the
 //     window long is flat in both, a leak riding it is not;
@@ -21,15 +24,55 @@
 //     most kAcceleration times the first): the smaller of the slopes of the
 //     upper envelope and of the bucket means over the recent half, neither of
 //     which lags, so an accelerating leak is projected at its current speed.
+//   - Earlier, as soon as the evidence is strong: the window says that a
+//     healthy cycle lasts up to a third of it, so nothing shorter than that
+//     can tell a cycle's rise from a leak; but once the buckets since the
+//     warm-up span more than a third of the window (kEarlyBuckets, and at
+//     least kEarlyPoints of them hold samples), a clean, steady rise counts:
+//     along the bucket means, the rise of their Theil–Sen line is at least
+//     1 / kEarlyFallShare times their largest fall (noise falls as often as
+//     it rises, and a sawtooth falls by its whole depth within any stretch
+//     longer than its period: the growth must stand that far clear of
+//     both), each half rises at least kEarlyHalfShare as fast as the whole
+//     (a step, or a cache that started filling, is flat on one side) and the
+//     recent half at least kEarlySettleShare as fast as the older one (a
+//     warm-up ramp settles). Noisier data takes more of the window to pass;
+//     what never passes waits for the envelopes.
 // On every sample, the time to the limit is projected from the recent peak
 // (the top of the sawtooth is what meets the limit first); the policy fires
 // when that is less than `horizon`. While there is a trend, outlook() gives
 // the slope and that projection (the supervisor logs when it appears or goes).
 //
+// 2. Steps per iteration. A worker that marks its iterations
+// (RECYCLER_ITERATION=N on the notify socket: Sample::iteration changes)
+// gives the metric's level at each boundary: the lower of the last value
+// before it and the first at it, so neither the last iteration's working set
+// nor the next one's counts. From the last kBoundaries levels (bounded), the
+// growth per iteration is the median of the steps between them, and it is
+// steady when there are at least kMinSteps steps, all of them growth, the
+// smallest at least kSteadyShare of the largest (a one-off first-iteration
+// cost, or steps that stopped, are not steady), at least min_slope over the
+// median iteration's time. Then the next iteration is projected to peak one
+// step above the last one's peak (the highest value between the last two
+// boundaries): when that reaches the limit, the policy fires at the
+// boundary, between iterations, whatever the horizon. Boundaries count from
+// the first, warm-up or not: the steps must agree, which is the warm-up's
+// job here. A slope over minutes cannot see this coming when a few large
+// steps are all there is (seed 001: 3.7 GB per decode).
+//
+// 3. Steps seen in the samples. Without boundaries, a staircase (trend.h:
+// find_staircase: flat treads, steep risers of steady height, bumps between
+// them allowed) in the window's bucket minimums is projected one riser
+// ahead: the highest value since the tread before the current one began,
+// plus the median riser, against the limit. A staircase whose current tread
+// has lasted twice its usual time has stopped and projects nothing.
+//
 // `estimator: least-squares` replaces all of that with least-squares slopes
-// of the bucket means (whole window and recent half, the larger): the naive
+// of the bucket means once two thirds of a window are behind the warm-up
+// (whole window and recent half, the larger), and nothing else: the naive
 // baseline, kept to compare with on recorded timelines (`recycler replay`).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -58,9 +101,37 @@ constexpr double kMaxJumpShare = 2.0 / 3;
 constexpr double kLowerRecentShare = 0.25;
 constexpr double kUpperRecentShare = 0.5;
 constexpr double kAcceleration = 4;
+// The early decision: buckets since the first after the warm-up (so that the
+// samples span more than a third of the window however they fall in their
+// buckets), how many of them hold samples, and the tests of a clean rise.
+constexpr int64_t kEarlyBuckets = kEnvelopeBuckets + 3;
+constexpr size_t kEarlyPoints = 12;
+constexpr double kEarlyFallShare = 0.25;
+constexpr double kEarlyHalfShare = 0.5;
+constexpr double kEarlySettleShare = 0.75;
+// Steps per iteration: the levels at the last kBoundaries boundaries.
+constexpr size_t kBoundaries = 5;
+constexpr size_t kMinSteps = 2;
+constexpr double kSteadyShare = 0.5;
 
 double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+Duration whole_seconds(double s) {
+  return Duration(std::llround(s) * 1000);
+}
+
+std::string size_text(double bytes) {
+  return format_size(static_cast<uint64_t>(std::llround(std::max(0.0, bytes))));
+}
+
+// The median of a few values, reordering them; they are not empty.
+double median_of(std::vector<double>& values) {
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  if (values.size() % 2 == 1) return *mid;
+  return (*std::max_element(values.begin(), mid) + *mid) / 2;
 }
 
 class Leak final : public Policy {
@@ -110,7 +181,10 @@ class Leak final : public Policy {
   }
 
   std::string_view name() const override { return "leak"; }
-  unsigned needs() const override { return policies::needs(s_.metric); }
+  unsigned needs() const override {
+    // The baseline ignores iterations: it is the estimator as it was.
+    return policies::needs(s_.metric) | (s_.least_squares ? 0u : kNeedsIterations);
+  }
   // A percentage of a GPU metric is of the GPU (known from the samples).
   bool needs_memory_max() const override {
     return s_.limit.percent.has_value() && !gpu_metric(s_.metric);
@@ -140,25 +214,32 @@ class Leak final : public Policy {
     auto v = value(sample, s_.metric);
     if (!v) return Decision::none();
     const double t = std::chrono::duration<double>(sample.t - st.started).count();
-    if (t < seconds(s_.warmup)) return Decision::none();
-    const bool closed = st.window.add(t, static_cast<double>(*v));
-    if (closed) estimate(st);
-    if (!st.trend) {
-      st.outlook.reset();
-      return Decision::none();
+    const double x = static_cast<double>(*v);
+    if (!s_.least_squares) track_iterations(st, sample, t, x);
+    bool closed = false;
+    if (t >= seconds(s_.warmup)) {
+      closed = st.window.add(t, x);
+      if (closed) estimate(st);
     }
 
-    const double peak = std::max(st.trend->peak, st.window.current()->max);
-    const double eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
-    // A trend is only ever new on a closed bucket: the outlook is set with it.
-    if (closed)
-      st.outlook = Outlook{st.trend->slope, eta, summary(st, peak, eta)};
-    else
-      st.outlook->predicted_s = eta;
-    if (eta >= seconds(s_.horizon)) return Decision::none();
+    std::optional<double> eta;
+    double peak = 0;
+    if (st.trend) {
+      peak = std::max(st.trend->peak, st.window.current()->max);
+      eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
+      // A trend is only ever new on a closed bucket: the outlook is set with it.
+      if (closed)
+        st.outlook = Outlook{st.trend->slope, *eta, summary(st, peak, *eta)};
+      else
+        st.outlook->predicted_s = *eta;
+    } else {
+      st.outlook.reset();
+    }
+    if (Decision d = step_decision(st, t)) return d;
+    if (!eta || *eta >= seconds(s_.horizon)) return Decision::none();
     Decision d;
     d.action = s_.action;
-    d.reason = summary(st, peak, eta) + " < horizon " + format_duration(s_.horizon);
+    d.reason = summary(st, peak, *eta) + " < horizon " + format_duration(s_.horizon);
     d.predicted_s = eta;
     return d;
   }
@@ -174,6 +255,19 @@ class Leak final : public Policy {
     double covered;  // seconds of window behind it
     double peak;     // the highest value of the closed buckets an envelope span back
   };
+  // Growth in steps, per iteration (rule 2) or seen in the samples (rule 3).
+  struct Steps {
+    double step;                        // bytes per step, > 0
+    double spacing;                     // seconds between steps (the median)
+    double peak;                        // the highest value of the last step, bytes
+    double since;                       // when the current step began, seconds since the start
+    std::optional<uint64_t> iteration;  // the one about to run, per iteration
+  };
+  struct Boundary {
+    double t = 0;      // seconds since the start
+    double level = 0;  // the metric between the iterations
+    double peak = 0;   // the highest it went in the iteration that ended there
+  };
   struct State final : PolicyState {
     explicit State(double width) : window(width, kBuckets) {}
     TimePoint started;
@@ -182,29 +276,109 @@ class Leak final : public Policy {
     BucketWindow window;
     std::optional<Trend> trend;      // as of the last closed bucket
     std::optional<Outlook> outlook;  // while there is a trend
+    std::optional<Steps> steps;
+    // Iterations: the last number, the last boundaries (a ring), the value
+    // of the previous sample and the highest since the last boundary.
+    std::optional<uint64_t> iteration;
+    std::array<Boundary, kBoundaries> boundaries{};
+    size_t boundary_count = 0;
+    std::optional<double> previous;
+    double high = 0;
     // Scratch space reused by every estimate.
     std::vector<Bucket> closed;
-    std::vector<Point> points, lower, upper;
-    std::vector<double> scratch;
+    std::vector<Point> points, lower, upper, floors;
+    std::vector<double> scratch, steps_scratch, spacings;
   };
 
-  // Estimates the trend again from the closed buckets.
+  // Rule 2: records a boundary where the iteration number changes, and
+  // projects the next iteration from the steps between the last ones.
+  void track_iterations(State& st, const Sample& sample, double t, double x) const {
+    const bool boundary = sample.iteration && sample.iteration != st.iteration;
+    if (!boundary) {
+      st.high = st.previous ? std::max(st.high, x) : x;
+      st.previous = x;
+      return;
+    }
+    st.iteration = sample.iteration;
+    Boundary b{t, st.previous ? std::min(*st.previous, x) : x, st.previous ? st.high : x};
+    st.boundaries[st.boundary_count++ % kBoundaries] = b;
+    st.previous = x;
+    st.high = x;
+    st.steps.reset();
+    const size_t n = std::min(st.boundary_count, kBoundaries);
+    if (n < kMinSteps + 1) return;
+    auto at = [&](size_t k) -> const Boundary& {  // k = 0: the oldest of the last n
+      return st.boundaries[(st.boundary_count - n + k) % kBoundaries];
+    };
+    st.steps_scratch.clear();
+    st.spacings.clear();
+    for (size_t k = 1; k < n; ++k) {
+      st.steps_scratch.push_back(at(k).level - at(k - 1).level);
+      st.spacings.push_back(at(k).t - at(k - 1).t);
+    }
+    auto [low, high] = std::minmax_element(st.steps_scratch.begin(), st.steps_scratch.end());
+    if (*low <= 0 || *low < kSteadyShare * *high) return;
+    const double step = median_of(st.steps_scratch);
+    const double spacing = median_of(st.spacings);
+    if (spacing <= 0 || step / spacing < s_.min_slope) return;
+    st.steps = Steps{step, spacing, std::max(b.peak, b.level), t, sample.iteration};
+  }
+
+  // Rules 2 and 3: fires when the next step would reach the limit.
+  Decision step_decision(const State& st, double t) const {
+    if (!st.steps) return Decision::none();
+    const Steps& s = *st.steps;
+    double peak = s.peak;
+    // A staircase's current tread may hold a higher bump than its last estimate saw.
+    if (!s.iteration && st.window.current()) peak = std::max(peak, st.window.current()->max);
+    const double limit = static_cast<double>(*st.limit);
+    if (peak + s.step < limit) return Decision::none();
+    Decision d;
+    d.action = s_.action;
+    const std::string figures = std::string(to_string(s_.metric)) + " " + size_text(peak);
+    const std::string cross = " would cross limit " + size_text(limit) + st.origin;
+    if (s.iteration)
+      d.reason = figures + " (the last iteration's peak) + " + size_text(s.step) +
+                 " per iteration" + cross + " in iteration " + std::to_string(*s.iteration);
+    else
+      d.reason = figures + " (the last step's peak) + " + size_text(s.step) + " per step (every " +
+                 format_duration(whole_seconds(s.spacing)) + ")" + cross + " at the next step";
+    // When the next step is due: a staircase's may be under way already, not
+    // yet told from a bump (its tread is too short), and the one after it
+    // is the one projected.
+    double due = s.since + s.spacing;
+    while (!s.iteration && due <= t) due += s.spacing;
+    d.predicted_s = std::max(0.0, due - t);
+    return d;
+  }
+
+  // Estimates the trend (rule 1) and, without iterations, the staircase
+  // (rule 3) again from the closed buckets.
   void estimate(State& st) const {
     st.trend.reset();
     st.window.closed(st.closed);
+    if (!s_.least_squares && !st.iteration) staircase(st);
     if (st.closed.empty()) return;
     const int64_t newest = st.window.current()->index;
     const double covered =
         static_cast<double>(newest - st.closed.front().index) * st.window.width();
+    std::optional<double> slope;
     // The envelopes need a third of the window behind each of their points:
     // with two thirds of it, they cover the last third.
-    if (covered < seconds(s_.window) * 2 / 3) return;
-    auto slope = s_.least_squares ? least_squares_slope(st) : robust_slope(st);
+    if (covered >= seconds(s_.window) * 2 / 3)
+      slope = s_.least_squares ? least_squares_slope(st) : robust_slope(st);
+    else if (!s_.least_squares && newest - st.closed.front().index >= kEarlyBuckets)
+      slope = early_slope(st);
     if (!slope || *slope < s_.min_slope) return;
+    st.trend = Trend{*slope, covered, recent_peak(st, newest - kEnvelopeBuckets)};
+  }
+
+  // The highest value of the closed buckets after bucket `after`.
+  static double recent_peak(const State& st, int64_t after) {
     double peak = 0;
     for (const Bucket& b : st.closed)
-      if (b.index > newest - kEnvelopeBuckets) peak = std::max(peak, b.max);
-    st.trend = Trend{*slope, covered, peak};
+      if (b.index > after) peak = std::max(peak, b.max);
+    return peak;
   }
 
   std::optional<double> least_squares_slope(State& st) const {
@@ -217,6 +391,27 @@ class Leak final : public Policy {
                              [&](const Point& p) { return p.t >= mid; });
     auto recent = least_squares(std::span(half, st.points.end()));
     return std::max(*all, recent.value_or(*all));
+  }
+
+  // The early decision: a clean, steady rise through the bucket means.
+  std::optional<double> early_slope(State& st) const {
+    if (st.closed.size() < kEarlyPoints) return std::nullopt;
+    st.points.clear();
+    for (const Bucket& b : st.closed) st.points.push_back({b.mean_t(), b.mean()});
+    auto slope = theil_sen(st.points, st.scratch);
+    if (!slope || *slope < s_.min_slope) return std::nullopt;
+    const double span = st.points.back().t - st.points.front().t;
+    const double rise = *slope * span;
+    if (largest_fall(st.points) > kEarlyFallShare * rise) return std::nullopt;
+    const double mid = st.points.front().t + span / 2;
+    auto split = std::find_if(st.points.begin(), st.points.end(),
+                              [&](const Point& p) { return p.t >= mid; });
+    auto older = theil_sen(std::span(st.points.begin(), split), st.scratch);
+    auto recent = theil_sen(std::span(split, st.points.end()), st.scratch);
+    if (!older || !recent || std::min(*older, *recent) < kEarlyHalfShare * *slope ||
+        *recent < kEarlySettleShare * *older)
+      return std::nullopt;
+    return slope;
   }
 
   std::optional<double> robust_slope(State& st) const {
@@ -274,12 +469,25 @@ class Leak final : public Policy {
     return std::max(*slope, std::min(now, kAcceleration * *slope));
   }
 
+  // Rule 3: a staircase in the bucket minimums, projected one riser ahead.
+  void staircase(State& st) const {
+    st.steps.reset();
+    const double w = st.window.width();
+    st.points.clear();
+    for (const Bucket& b : st.closed)
+      st.points.push_back({static_cast<double>(b.index + 1) * w, b.min});
+    auto stairs = find_staircase(st.points, w, st.floors);
+    if (!stairs || stairs->step / stairs->spacing < s_.min_slope) return;
+    double peak = 0;
+    for (const Bucket& b : st.closed)
+      if (static_cast<double>(b.index + 1) * w > stairs->previous) peak = std::max(peak, b.max);
+    st.steps = Steps{stairs->step, stairs->spacing, peak, stairs->last, std::nullopt};
+  }
+
   // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m"
   std::string summary(const State& st, double peak, double eta) const {
-    auto whole_seconds = [](double s) { return Duration(std::llround(s) * 1000); };
-    return std::string(to_string(s_.metric)) + " +" +
-           format_size(static_cast<uint64_t>(std::llround(st.trend->slope * 60))) + "/min over " +
-           format_duration(whole_seconds(st.trend->covered)) + ", " +
+    return std::string(to_string(s_.metric)) + " +" + size_text(st.trend->slope * 60) +
+           "/min over " + format_duration(whole_seconds(st.trend->covered)) + ", " +
            format_size(static_cast<uint64_t>(peak)) + " of " + format_size(*st.limit) + st.origin +
            ", limit in " + format_duration(whole_seconds(eta));
   }

@@ -98,6 +98,80 @@ double largest_jump(std::span<const Point> points, double span) {
   return jump;
 }
 
+double largest_fall(std::span<const Point> points) {
+  double fall = 0;
+  if (points.empty()) return fall;
+  double high = points.front().v;
+  for (const Point& p : points) {
+    high = std::max(high, p.v);
+    fall = std::max(fall, high - p.v);
+  }
+  return fall;
+}
+
+std::optional<Staircase> find_staircase(std::span<const Point> floors, double width,
+                                        std::vector<Point>& scratch) {
+  constexpr size_t kMinRisers = 2, kRecent = 4, kMinTread = 3;
+  constexpr double kRiserNoise = 4, kMaxCreepShare = 0.25, kSteadyShare = 0.5, kStopped = 2;
+  // The floor; and the noise: the median change from one bucket to the next,
+  // which treads make (as long as risers and the edges of bumps are fewer).
+  const size_t n = floors.size();
+  if (n < 2 * kMinTread + 1) return std::nullopt;
+  scratch.assign(floors.begin(), floors.end());
+  for (size_t i = n - 1; i-- > 0;) scratch[i].v = std::min(scratch[i].v, scratch[i + 1].v);
+  std::vector<double> changes(n - 1);
+  for (size_t i = 1; i < n; ++i) changes[i - 1] = std::abs(floors[i].v - floors[i - 1].v);
+  const double noise = median(changes);
+  // Not less than a thousandth of the level, lest a byte's wobble of exact
+  // figures (device memory) count as a riser.
+  const double threshold = std::max(kRiserNoise * noise, 1e-3 * std::abs(scratch.back().v));
+
+  struct Riser {
+    size_t from, to;  // the last bucket of the tread below, the first of the one above
+    double height;
+  };
+  std::vector<Riser> risers;
+  double creep = 0, climbed = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const double rise = scratch[i].v - scratch[i - 1].v;
+    if (rise <= threshold) {
+      creep += rise;
+      continue;
+    }
+    climbed += rise;
+    if (!risers.empty() && risers.back().to == i - 1) {
+      risers.back().to = i;
+      risers.back().height += rise;
+    } else {
+      risers.push_back({i - 1, i, rise});
+    }
+  }
+  if (risers.size() < kMinRisers || creep > kMaxCreepShare * climbed) return std::nullopt;
+  for (size_t k = 0; k < risers.size(); ++k) {
+    const Riser& r = risers[k];
+    // Steep: within two buckets' time (a gap in the samples is not a riser).
+    if (scratch[r.to].t - scratch[r.from].t > 2.5 * width) return std::nullopt;
+    const size_t tread_end = k + 1 < risers.size() ? risers[k + 1].from : n - 1;
+    if (tread_end + 1 - r.to < kMinTread) return std::nullopt;
+  }
+  const size_t first = risers.size() > kRecent ? risers.size() - kRecent : 0;
+  std::vector<double> heights, spacings;
+  for (size_t k = first; k < risers.size(); ++k) {
+    heights.push_back(risers[k].height);
+    if (k > first) spacings.push_back(scratch[risers[k].to].t - scratch[risers[k - 1].to].t);
+  }
+  auto [low, high] = std::minmax_element(heights.begin(), heights.end());
+  if (*low < kSteadyShare * *high) return std::nullopt;
+  Staircase out;
+  out.step = median(heights);
+  out.spacing = median(spacings);
+  out.last = scratch[risers.back().to].t - width;
+  out.previous = scratch[risers[risers.size() - 2].to].t - width;
+  out.risers = risers.size();
+  if (scratch.back().t - out.last > kStopped * out.spacing) return std::nullopt;
+  return out;
+}
+
 void lower_envelope(std::span<const Point> points, double span, std::vector<Point>& out) {
   envelope(points, span, out, [](double a, double b) { return a < b; });
 }

@@ -42,6 +42,39 @@ std::optional<double> rise(std::span<const Point> points);
 // rises. A one-off step shows as a jump about as large as the whole rise.
 double largest_jump(std::span<const Point> points, double span);
 
+// The largest fall of a series in time order: the greatest v[i] - v[j] over
+// i < j; 0 when it never falls. Whatever a sawtooth's period, a stretch of it
+// longer than one period holds a fall as deep as the sawtooth.
+double largest_fall(std::span<const Point> points);
+
+// Memory that grows in steps: flat treads, steep risers of about the same
+// height (a compile cache kept per iteration, a batch's buffers kept per
+// epoch), with transient bumps between them (each iteration's working set).
+// `floors` are the lowest values of consecutive buckets of `width` seconds, in
+// time order, t at each bucket's end. The floor is taken to be their suffix
+// minimum (the lowest value from each bucket on), which is what a staircase
+// never falls back below, and which rises with a bump only once a higher
+// tread follows it. A staircase has, among the floor's rises:
+//   - at least two risers, each the rise of at most two consecutive buckets
+//     and well above the noise (four times the median change of the values
+//     from one bucket to the next);
+//   - treads of at least three buckets between them and since the last one;
+//   - little else: the floor's rises outside the risers (a ramp, a warm-up's
+//     tail) at most a quarter of the risers' sum;
+//   - steady steps: the smallest of the last four risers at least half the
+//     largest.
+// A staircase whose current tread has lasted more than twice the median time
+// between risers has stopped: nullopt, as for any other shape.
+struct Staircase {
+  double step = 0;      // the median of the last four risers
+  double spacing = 0;   // the median time between them, seconds
+  double last = 0;      // when the current tread began (the last riser's end)
+  double previous = 0;  // when the tread before it began
+  size_t risers = 0;
+};
+std::optional<Staircase> find_staircase(std::span<const Point> floors, double width,
+                                        std::vector<Point>& scratch);
+
 // The running minimum (lower) or maximum (upper) of a series in time order
 // over a trailing span > 0: for each point, the extreme of the values at times
 // in (t - span, t]. A sawtooth whose period is at most `span` has flat envelopes

@@ -11,8 +11,18 @@ recycler's extensions, with the standard library only::
     rn.requests()                   # RECYCLER_REQUESTS=1: one more request served
     rn.checkpointed()               # RECYCLER_CHECKPOINTED=1: the checkpoint asked for is saved
     rn.device_bytes(n)              # RECYCLER_DEVICE_BYTES=n: accelerator memory in use
+    rn.iteration(i)                 # RECYCLER_ITERATION=i: iteration i is about to start
     rn.stopping()                   # STOPPING=1: shutting down of our own accord
     rn.notify(READY=1, STATUS="x")  # any fields, or a preformatted rn.notify("READY=1\\nSTATUS=x")
+
+Mark each iteration of a loop (a decode, a training step, a batch) at its
+start, before it allocates anything, with the device memory in use if the
+program reports it; the leak policy then projects the growth per iteration and
+acts between two of them::
+
+    for i, batch in enumerate(batches):
+        rn.iteration(i, device_bytes=device.memory_stats()["bytes_in_use"])
+        decode(batch)
 
 From a shell (handy for shell workers)::
 
@@ -35,7 +45,8 @@ import socket
 import sys
 import threading
 
-__all__ = ["notify", "ready", "status", "requests", "checkpointed", "device_bytes", "stopping"]
+__all__ = ["notify", "ready", "status", "requests", "checkpointed", "device_bytes", "iteration",
+           "stopping"]
 
 MAX_REQUESTS_PER_MESSAGE = 1_000_000  # the supervisor rejects larger counts
 WAIT_SECONDS = 1.0  # how long a lifecycle message may wait for a full queue
@@ -159,6 +170,15 @@ def checkpointed():
 
 def device_bytes(n):
     return notify(RECYCLER_DEVICE_BYTES=int(n))
+
+
+def iteration(n, device_bytes=None):
+    """Marks the boundary before iteration `n` (any number that changes from one
+    iteration to the next); with `device_bytes`, the accelerator memory in use
+    goes in the same message, so that the level between iterations is exact."""
+    if device_bytes is None:
+        return notify(RECYCLER_ITERATION=int(n))
+    return notify(RECYCLER_DEVICE_BYTES=int(device_bytes), RECYCLER_ITERATION=int(n))
 
 
 def requests(n=1):

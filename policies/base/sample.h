@@ -45,6 +45,9 @@ struct Sample {
   std::optional<uint32_t> threads;   // every thread of every process of the worker
   std::optional<uint64_t> requests;  // completed since the worker started
   std::vector<ProcessSample> processes;
+  // The last iteration the worker reported (RECYCLER_ITERATION): a change is
+  // an iteration boundary, which the leak policy projects its growth by.
+  std::optional<uint64_t> iteration;
 };
 
 // What a policy reads, so that probes skip what nobody asked for
@@ -55,8 +58,9 @@ enum Needs : unsigned {
   kNeedsThreads = 1u << 2,        // Sample::threads and per-process threads
   kNeedsRequests = 1u << 3,       // request counts: evaluated again on every report
   kNeedsDevice = 1u << 4,
-  kNeedsProcesses = 1u << 5,  // the process list itself (scope: process)
-  kNeedsGpu = 1u << 6,        // gpu, gpu_total (NVML, per process)
+  kNeedsProcesses = 1u << 5,   // the process list itself (scope: process)
+  kNeedsGpu = 1u << 6,         // gpu, gpu_total (NVML, per process)
+  kNeedsIterations = 1u << 7,  // Sample::iteration: evaluated again at every new iteration
 };
 
 }  // namespace recycler::policies

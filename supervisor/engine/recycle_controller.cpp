@@ -117,6 +117,7 @@ void RecycleController::prepare(unsigned slot, policies::Sample& s,
   Run& run = *sl.run;
   s.requests = run.requests;
   s.device = run.device;
+  s.iteration = run.iteration;
   for (policies::ProcessSample& p : s.processes) {
     auto it = run.pid_requests.find(p.pid);
     p.requests = it == run.pid_requests.end() ? 0 : it->second;
@@ -471,6 +472,22 @@ void RecycleController::notified(unsigned slot, pid_t sender, const notify::Noti
     }
   }
   if (m.requests && *m.requests > 0) requests(slot, sender, *m.requests);
+  if (m.iteration && s.run && s.run->iteration != m.iteration) new_iteration(slot, *m.iteration);
+}
+
+void RecycleController::new_iteration(unsigned slot, uint64_t iteration) {
+  Run& run = *slots_[slot].run;
+  run.iteration = iteration;
+  if (!(needs_ & policies::kNeedsIterations)) return;
+  // The policies that project per iteration look at once, before the next
+  // iteration allocates anything: on the last sample with the new number and
+  // the device bytes reported with it (the cgroup's figures stay as last
+  // measured: a sample interval old at most).
+  policies::Sample& s = run.last;
+  s.t = now_();
+  s.device = run.device;
+  s.iteration = iteration;
+  evaluate(slot, s, policies::kNeedsIterations);
 }
 
 bool RecycleController::known_member(unsigned slot, pid_t pid) const {

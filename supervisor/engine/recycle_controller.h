@@ -144,7 +144,8 @@ class RecycleController {
   // `recycled`: the exit was asked for by a recycle (a crash or a stop starts
   // the loop guard over); `exit`: how it ended, for the timeline.
   void run_ended(unsigned slot, RunEnd how, bool recycled = false, const std::string& exit = "");
-  // Fills in what the controller counts (requests, device bytes) and forgets
+  // Fills in what the controller counts (requests, device bytes, the
+  // iteration) and forgets
   // the counts of processes not in `listed` (the worker's pids, sorted, when
   // the probe read them), before the sample is recorded and then passed to
   // sampled().
@@ -152,7 +153,9 @@ class RecycleController {
   void sampled(unsigned slot, policies::Sample sample);
   // `n` requests served by `pid` (nullopt: by the worker, not a known process).
   void requests(unsigned slot, std::optional<pid_t> pid, uint64_t n);
-  // A notify datagram from `sender`, a process of the worker.
+  // A notify datagram from `sender`, a process of the worker. A new
+  // RECYCLER_ITERATION evaluates the policies that read it at once (between
+  // iterations), on the last sample with the device bytes the datagram gave.
   void notified(unsigned slot, pid_t sender, const notify::NotifyMessage& message);
   void checkpoint_sent(unsigned slot, pid_t pid);
   void checkpoint_failed(unsigned slot, pid_t pid, const std::string& why);
@@ -200,6 +203,7 @@ class RecycleController {
     bool members_fresh = false;
     bool warned_stranger = false;
     std::optional<uint64_t> device;
+    std::optional<uint64_t> iteration;  // the last RECYCLER_ITERATION
     policies::Sample last;
     bool ready = false;
     std::optional<Checkpointing> checkpoint;
@@ -235,6 +239,7 @@ class RecycleController {
   void record(unsigned slot, std::string event, pid_t pid, std::string detail);
   void end_run(unsigned slot);
   void evaluate(unsigned slot, policies::Sample& sample, unsigned only_needing);
+  void new_iteration(unsigned slot, uint64_t iteration);
   void report_outlook(unsigned slot, size_t policy);
   void decide(unsigned slot, size_t policy, Decision decision);
   void carry_out(unsigned slot, size_t policy, const Decision& decision);

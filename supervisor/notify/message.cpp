@@ -75,6 +75,13 @@ class Parser {
       m_.requests = *v;
     } else if (key == "RECYCLER_DEVICE_BYTES") {
       if (auto v = number(key, value)) m_.device_bytes = *v;
+    } else if (key == "RECYCLER_ITERATION") {
+      auto v = number(key, value);
+      if (!v) return;
+      if (*v > kMaxIteration)
+        return problem(std::string(key) + ": " + std::to_string(*v) + " is over the limit of " +
+                       std::to_string(kMaxIteration));
+      m_.iteration = *v;
     }
   }
 

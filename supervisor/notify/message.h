@@ -17,6 +17,9 @@ namespace recycler::notify {
 inline constexpr std::size_t kMaxStatusBytes = 1024;           // longer STATUS= values are cut
 inline constexpr uint64_t kMaxRequestsPerMessage = 1'000'000;  // RECYCLER_REQUESTS= above: rejected
 inline constexpr std::size_t kMaxProblems = 8;                 // then one "N more problems" entry
+// RECYCLER_ITERATION= above: rejected. Far past any run, and exact as a double
+// (JSON, the timeline's readers).
+inline constexpr uint64_t kMaxIteration = uint64_t{1} << 53;
 
 // What one datagram said. A key given twice counts as its last valid value.
 struct NotifyMessage {
@@ -30,6 +33,10 @@ struct NotifyMessage {
   std::optional<uint64_t> requests;
   // RECYCLER_DEVICE_BYTES=N: accelerator memory in use, for devices without a vendor API.
   std::optional<uint64_t> device_bytes;
+  // RECYCLER_ITERATION=N: the worker is at the boundary before its iteration N
+  // (a decode, a training step, a batch); the leak policy projects the growth
+  // per iteration from the metric's level at each boundary.
+  std::optional<uint64_t> iteration;
   // One short description per skipped line, e.g. `RECYCLER_REQUESTS: "abc" is not a number`.
   std::vector<std::string> problems;
 };

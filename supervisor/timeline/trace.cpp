@@ -31,11 +31,12 @@ enum class Column {
   Requests,
   Threads,
   Gpu,
-  GpuTotal
+  GpuTotal,
+  Iteration
 };
-constexpr std::array<std::string_view, 12> kColumnNames = {
-    "t",   "current", "anon",     "file",    "rss", "pss",
-    "uss", "device",  "requests", "threads", "gpu", "gpu_total"};
+constexpr std::array<std::string_view, 13> kColumnNames = {
+    "t",      "current",  "anon",    "file", "rss",       "pss",      "uss",
+    "device", "requests", "threads", "gpu",  "gpu_total", "iteration"};
 // Well past any worker's life, and far from overflowing the clock's nanoseconds.
 constexpr double kMaxSeconds = 1e9;
 
@@ -177,6 +178,9 @@ class Reader {
         case Column::GpuTotal:
           s.gpu_total = v;
           break;
+        case Column::Iteration:
+          s.iteration = v;
+          break;
       }
       process = process || c == Column::Rss || c == Column::Pss || c == Column::Uss ||
                 c == Column::Requests || c == Column::Threads || c == Column::Gpu;
@@ -195,7 +199,7 @@ class Reader {
     if (ec != std::errc() || end != last) {
       double d = 0;
       auto [dend, dec] = std::from_chars(cell.data(), last, d);
-      bool bytes = c != Column::Requests && c != Column::Threads;
+      bool bytes = c != Column::Requests && c != Column::Threads && c != Column::Iteration;
       if (dec != std::errc() || dend != last || !std::isfinite(d))
         return error(line, c, units::quote(cell) + " is not a number" + (bytes ? " of bytes" : ""));
       if (d < 0) return error(line, c, std::string(cell) + " is negative");
@@ -247,6 +251,7 @@ void append_row(std::string& out, const Sample& sample, TimePoint started) {
   append_cell(out, sample.threads);
   append_cell(out, sample.gpu);
   append_cell(out, sample.gpu_total);
+  append_cell(out, sample.iteration);
 }
 
 std::string format_row(const Sample& sample, TimePoint started) {

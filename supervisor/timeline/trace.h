@@ -4,8 +4,8 @@
 //
 // Samples file, DIR/PROGRAM.SLOT.csv (one run per file: t starts at 0 again):
 //
-//   t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total
-//   12.345,524288000,419430400,104857600,430000000,,,,1200,9
+//   t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration
+//   12.345,524288000,419430400,104857600,430000000,,,,1200,9,,,
 //
 //   t          seconds since the worker started, 3 decimals
 //   current..  bytes: the cgroup's current, anon and file; rss, pss and uss
@@ -14,11 +14,14 @@
 //   threads    every thread of every process of the worker
 //   gpu        GPU memory (NVML) on the device where the worker holds the most
 //   gpu_total  GPU memory summed over devices
+//   iteration  the last iteration the worker reported (RECYCLER_ITERATION):
+//              where it changes, an iteration boundary
 //   an empty cell: not measured in that sample
 //
 // Reading a trace back (read_trace): the header names the columns, any subset
 // of the ones above in any order as long as `t` is there, so traces can be
-// made by hand from other monitoring. Blank lines, CRLF line ends, a UTF-8
+// made by hand from other monitoring (and those recorded before a column was
+// added still load). Blank lines, CRLF line ends, a UTF-8
 // BOM, spaces around cells, double quotes around a whole cell and decimal
 // sizes and counts ("1048576.0", rounded down) are tolerated. An unknown or
 // repeated column, a bad or negative number, a decreasing t, or a row with
@@ -62,7 +65,7 @@ using policies::TimePoint;
 using WallClock = std::chrono::system_clock;
 
 inline constexpr std::string_view kSamplesHeader =
-    "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total";
+    "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration";
 inline constexpr std::string_view kEventsHeader = "time,generation,t,event,pid,detail";
 
 // The samples row of `sample` (without its newline), t relative to `started`.

@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (m.problems.size() > kMaxProblems + 1) __builtin_trap();
   if (m.status && m.status->size() > kMaxStatusBytes) __builtin_trap();
   if (m.requests && *m.requests > kMaxRequestsPerMessage) __builtin_trap();
+  if (m.iteration && *m.iteration > kMaxIteration) __builtin_trap();
   if (m.mainpid && *m.mainpid <= 0) __builtin_trap();
   return 0;
 }

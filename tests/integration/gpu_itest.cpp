@@ -148,12 +148,15 @@ TEST(Gpu, TimelinesRecordTheGpuColumnsAndNvmlIsAskedOncePerIntervalForAllWorkers
   ASSERT_TRUE(r.wait_for_count("started: pid", 4, scaled(20s)));
   // Until the last worker holds its 64 MiB and its timeline shows it.
   std::string csv = timelines + "/train.3.csv";
-  auto holds_all = [&] { return read_text(csv).find(",67108864,67108864\n") != std::string::npos; };
+  auto holds_all = [&] {
+    return read_text(csv).find(",67108864,67108864,\n") != std::string::npos;
+  };
   ASSERT_TRUE(until(r, holds_all, scaled(20s))) << read_text(csv);
   std::ifstream in(csv);
   std::string header;
   std::getline(in, header);
-  EXPECT_EQ(header, "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total");
+  EXPECT_EQ(header,
+            "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration");
   // Over the next 20 samples of one worker, NVML is asked about once per
   // sample for the four workers together (four times that if it were asked
   // per worker).

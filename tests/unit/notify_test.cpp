@@ -35,7 +35,8 @@ using ::testing::IsEmpty;
 TEST(ParseMessage, ReadsEveryField) {
   auto m = parse_message(
       "READY=1\nSTOPPING=1\nWATCHDOG=1\nSTATUS=serving 3 models\nMAINPID=4242\n"
-      "RECYCLER_REQUESTS=17\nRECYCLER_CHECKPOINTED=1\nRECYCLER_DEVICE_BYTES=8589934592\n");
+      "RECYCLER_REQUESTS=17\nRECYCLER_CHECKPOINTED=1\nRECYCLER_DEVICE_BYTES=8589934592\n"
+      "RECYCLER_ITERATION=3\n");
   EXPECT_TRUE(m.ready);
   EXPECT_TRUE(m.stopping);
   EXPECT_TRUE(m.watchdog);
@@ -44,13 +45,14 @@ TEST(ParseMessage, ReadsEveryField) {
   EXPECT_EQ(m.requests, 17u);
   EXPECT_TRUE(m.checkpointed);
   EXPECT_EQ(m.device_bytes, 8589934592u);
+  EXPECT_EQ(m.iteration, 3u);
   EXPECT_THAT(m.problems, IsEmpty());
 }
 
 TEST(ParseMessage, AnEmptyDatagramSaysNothing) {
   auto m = parse_message("");
   EXPECT_FALSE(m.ready || m.stopping || m.watchdog || m.checkpointed);
-  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes);
+  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes || m.iteration);
   EXPECT_THAT(m.problems, IsEmpty());
 }
 
@@ -58,7 +60,7 @@ TEST(ParseMessage, FieldsNotSentStayUnset) {
   auto m = parse_message("READY=1");
   EXPECT_TRUE(m.ready);
   EXPECT_FALSE(m.stopping || m.watchdog || m.checkpointed);
-  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes);
+  EXPECT_FALSE(m.status || m.mainpid || m.requests || m.device_bytes || m.iteration);
 }
 
 TEST(ParseMessage, UnknownKeysAreIgnoredSilently) {
@@ -105,13 +107,17 @@ TEST(ParseMessage, BadNumbersAreProblems) {
       {"RECYCLER_DEVICE_BYTES=1.5e9", R"(RECYCLER_DEVICE_BYTES: "1.5e9" is not a number)"},
       {"RECYCLER_DEVICE_BYTES=18446744073709551616",
        R"(RECYCLER_DEVICE_BYTES: "18446744073709551616" is out of range)"},
+      {"RECYCLER_ITERATION=-1", R"(RECYCLER_ITERATION: "-1" is not a number)"},
+      {"RECYCLER_ITERATION=2\r", R"(RECYCLER_ITERATION: "2\x0d" is not a number)"},
+      {"RECYCLER_ITERATION=99999999999999999999",
+       R"(RECYCLER_ITERATION: "99999999999999999999" is out of range)"},
       {"MAINPID=abc", R"(MAINPID: "abc" is not a number)"},
       {"MAINPID=0", R"(MAINPID: "0" is not a valid pid)"},
       {"MAINPID=2147483648", R"(MAINPID: "2147483648" is not a valid pid)"},
   };
   for (const auto& [line, problem] : cases) {
     auto m = parse_message(line);
-    EXPECT_FALSE(m.requests || m.device_bytes || m.mainpid) << line;
+    EXPECT_FALSE(m.requests || m.device_bytes || m.iteration || m.mainpid) << line;
     EXPECT_THAT(m.problems, ElementsAre(problem)) << line;
   }
 }
@@ -119,12 +125,21 @@ TEST(ParseMessage, BadNumbersAreProblems) {
 TEST(ParseMessage, NumbersAtTheirLimitsAreAccepted) {
   auto m = parse_message(
       "RECYCLER_REQUESTS=1000000\nRECYCLER_DEVICE_BYTES=18446744073709551615\n"
-      "MAINPID=2147483647");
+      "MAINPID=2147483647\nRECYCLER_ITERATION=9007199254740992");
   EXPECT_EQ(m.requests, kMaxRequestsPerMessage);
   EXPECT_EQ(m.device_bytes, UINT64_MAX);
+  EXPECT_EQ(m.iteration, kMaxIteration);
   EXPECT_EQ(m.mainpid, 2147483647);
   EXPECT_THAT(m.problems, IsEmpty());
   EXPECT_EQ(parse_message("RECYCLER_REQUESTS=0").requests, 0u) << "zero is a valid count";
+  EXPECT_EQ(parse_message("RECYCLER_ITERATION=0").iteration, 0u) << "counting from zero is fine";
+}
+
+TEST(ParseMessage, AnIterationOverTheLimitIsRejectedAndTheLastValidOneCounts) {
+  auto m = parse_message("RECYCLER_ITERATION=7\nRECYCLER_ITERATION=9007199254740993");
+  EXPECT_EQ(m.iteration, 7u);
+  EXPECT_THAT(m.problems, ElementsAre("RECYCLER_ITERATION: 9007199254740993 is over the limit of "
+                                      "9007199254740992"));
 }
 
 TEST(ParseMessage, ARequestCountOverTheLimitIsRejected) {
@@ -472,6 +487,28 @@ TEST_F(NotifySocketTest, ThePythonHelperReachesTheSocketWithItsPid) {
   ASSERT_EQ(received_.size(), 1u);
   EXPECT_EQ(received_[0].pid, python);
   EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=3");
+}
+
+TEST_F(NotifySocketTest, ThePythonHelperMarksAnIterationWithItsDeviceBytesInOneMessage) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  open();
+  const char* script = R"(
+import sys
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+sys.exit(0 if rn.iteration(3, device_bytes=13019119616.0) and rn.iteration(4) else 1)
+)";
+  pid_t python =
+      spawn({kPython, "-c", script, kHelperDir}, {"NOTIFY_SOCKET=" + socket_->address()});
+  ASSERT_GT(python, 0);
+  EXPECT_TRUE(run_until_received(2));
+  EXPECT_EQ(wait_exit_code(python), 0);
+  ASSERT_EQ(received_.size(), 2u);
+  NotifyMessage m = parse_message(received_[0].data);
+  EXPECT_EQ(m.iteration, 3u);
+  EXPECT_EQ(m.device_bytes, 13019119616u);
+  EXPECT_THAT(m.problems, IsEmpty());
+  EXPECT_EQ(received_[1].data, "RECYCLER_ITERATION=4");
 }
 
 TEST_F(NotifySocketTest, ThePythonHelperReportsFromAForkedChildWithTheChildsPid) {

@@ -458,6 +458,76 @@ TEST_F(ControllerTest, DeviceBytesAWorkerReportsGoIntoTheSample) {
   EXPECT_EQ(all<RecycleWorker>().size(), 1u);
 }
 
+TEST_F(ControllerTest, TheIterationAWorkerReportsGoesIntoTheSample) {
+  make("    policies:\n      - memory: {metric: device, limit: 1GiB}\n");
+  start();
+  policies::Sample before = sample();
+  controller->prepare(0, before, nullptr);
+  EXPECT_FALSE(before.iteration) << "none reported yet";
+  notify::NotifyMessage m;
+  m.iteration = 4;
+  controller->notified(0, 100, m);
+  controller->notified(0, 100, notify::NotifyMessage{});  // a message without one keeps it
+  policies::Sample s = sample();
+  controller->prepare(0, s, nullptr);
+  EXPECT_EQ(s.iteration, 4u);
+}
+
+TEST_F(ControllerTest, ALeakPerIterationIsDecidedAtTheBoundaryNotAtTheNextSample) {
+  make(
+      "    policies:\n"
+      "      - leak: {metric: device, limit: 30GiB, action: checkpoint}\n"
+      "    checkpoint: {signal: USR1, timeout: 1m}\n");
+  start();
+  // Each iteration: its boundary (the level, reported with the number), a
+  // sample in its decode (16 GiB above), and its end, 4 GiB higher.
+  auto iteration = [&](uint64_t n, uint64_t level_gib) {
+    now += 1s;
+    notify::NotifyMessage m;
+    m.device_bytes = level_gib << 30;
+    m.iteration = n;
+    controller->notified(0, 100, m);
+    take();
+    policies::Sample s = sample();
+    now += 5s;
+    m = {};
+    m.device_bytes = (level_gib + 16) << 30;
+    controller->notified(0, 100, m);
+    s.t = now;
+    controller->prepare(0, s, nullptr);
+    sampled(s);
+  };
+  iteration(1, 6);
+  iteration(2, 10);
+  EXPECT_TRUE(all<AskCheckpoint>().empty()) << "one step is not a trend";
+  // The third boundary: 26 GiB (the second's peak) + 4 GiB reaches 30 GiB.
+  now += 1s;
+  notify::NotifyMessage m;
+  m.device_bytes = 14ull << 30;
+  m.iteration = 3;
+  controller->notified(0, 100, m);
+  take();
+  auto asks = all<AskCheckpoint>();
+  ASSERT_EQ(asks.size(), 1u) << "at the boundary, before the next sample";
+  EXPECT_THAT(asks[0].reason, HasSubstr("per iteration would cross limit 30 GiB in iteration 3"));
+}
+
+TEST_F(ControllerTest, TheSameIterationAgainIsNoBoundary) {
+  make("    policies:\n      - leak: {metric: device, limit: 30GiB}\n");
+  start();
+  size_t evaluations = 0;
+  controller->observe([&](unsigned, size_t, const Decision&) { ++evaluations; });
+  notify::NotifyMessage m;
+  m.iteration = 1;
+  controller->notified(0, 100, m);
+  EXPECT_EQ(evaluations, 1u);
+  controller->notified(0, 100, m);
+  m.iteration.reset();
+  m.device_bytes = 1 << 30;
+  controller->notified(0, 100, m);
+  EXPECT_EQ(evaluations, 1u) << "a repeated number, or none, waits for the next sample";
+}
+
 TEST_F(ControllerTest, AnOutlookIsLoggedWhenGrowthIsFirstSeenAndWhenItStops) {
   make(
       "    limits: {memory_max: 4GiB}\n"

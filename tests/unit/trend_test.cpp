@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 namespace recycler::policies {
 namespace {
@@ -115,6 +116,15 @@ TEST(Trend, LargestJumpCountsTimeNotPoints) {
   EXPECT_DOUBLE_EQ(largest_jump(pts, 100), 50) << "0 to 101 is more than 100 s";
 }
 
+TEST(Trend, LargestFallIsTheDeepestDropFromAnEarlierHigh) {
+  EXPECT_DOUBLE_EQ(largest_fall(line(2, 0, 30)), 0) << "a rise never falls";
+  EXPECT_DOUBLE_EQ(largest_fall(line(-2, 0, 30)), 580);
+  std::vector<Point> saw;  // a 30-deep sawtooth rising 1 a point: 33 -> 4, 37 -> 8, ...
+  for (int i = 0; i < 24; ++i) saw.push_back({i * 10.0, (i % 4) * 10.0 + i});
+  EXPECT_DOUBLE_EQ(largest_fall(saw), 29);
+  EXPECT_DOUBLE_EQ(largest_fall(std::vector<Point>{}), 0);
+}
+
 TEST(Trend, EnvelopesOfASawtoothAreItsTroughsAndPeaks) {
   // Period 40 s, sampled every 10 s: 0, 10, 20, 30, 0, 10, ...
   std::vector<Point> pts;
@@ -143,6 +153,137 @@ TEST(Trend, EnvelopesSpanTimeNotPoints) {
   std::vector<Point> lower;
   lower_envelope(pts, 10, lower);
   EXPECT_THAT(values(lower), ElementsAre(5, 1, 1, 7, 7)) << "the gap empties the span";
+}
+
+// --- find_staircase: floors of buckets 10 s wide, t at each bucket's end ------
+
+std::vector<Point> floors(const std::vector<double>& values) {
+  std::vector<Point> out;
+  for (size_t i = 0; i < values.size(); ++i)
+    out.push_back({(static_cast<double>(i) + 1) * 10, values[i]});
+  return out;
+}
+
+// `treads` treads of `length` buckets, each `step` above the last from `base`.
+std::vector<double> stairs(int treads, int length, double base, double step) {
+  std::vector<double> out;
+  for (int k = 0; k < treads; ++k)
+    for (int i = 0; i < length; ++i) out.push_back(base + k * step);
+  return out;
+}
+
+// `amplitude` times uniform noise in [-1, 1), the same on every platform.
+std::vector<double> noisy(std::vector<double> values, double amplitude, uint64_t seed = 1) {
+  std::mt19937_64 gen(seed);
+  for (double& v : values) v += amplitude * (static_cast<double>(gen() >> 11) * 0x1.0p-52 - 1);
+  return values;
+}
+
+std::optional<Staircase> staircase_of(const std::vector<double>& values) {
+  std::vector<Point> scratch;
+  return find_staircase(floors(values), 10, scratch);
+}
+
+TEST(Staircase, IsItsRisersAndTreads) {
+  // Treads of 5 buckets at 100, 120, 140, 160: risers at 50, 100 and 150 s.
+  auto s = staircase_of(stairs(4, 5, 100, 20));
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->step, 20);
+  EXPECT_DOUBLE_EQ(s->spacing, 50);
+  EXPECT_DOUBLE_EQ(s->last, 150) << "the current tread began with its first bucket";
+  EXPECT_DOUBLE_EQ(s->previous, 100);
+  EXPECT_EQ(s->risers, 3u);
+}
+
+TEST(Staircase, BumpsAboveTheTreadsAreNotRisers) {
+  // Each tread's working set: two buckets 90 above it, right after its riser
+  // (the bump is the iteration; the riser is what it keeps).
+  std::vector<double> v = stairs(4, 5, 100, 20);
+  for (size_t i = 5; i < v.size(); i += 5) v[i] += 90, v[i + 1] += 90;
+  auto s = staircase_of(v);
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->step, 20);
+  EXPECT_EQ(s->risers, 3u);
+}
+
+TEST(Staircase, NeedsTwoRisers) {
+  EXPECT_FALSE(staircase_of(stairs(2, 8, 100, 20))) << "one step: a second model loaded";
+  EXPECT_TRUE(staircase_of(stairs(3, 5, 100, 20)));
+}
+
+TEST(Staircase, ARampIsNotOneCleanOrNoisy) {
+  std::vector<double> ramp;
+  for (int i = 0; i < 40; ++i) ramp.push_back(100 + 4.0 * i);
+  EXPECT_FALSE(staircase_of(ramp));
+  for (uint64_t seed = 1; seed <= 20; ++seed)
+    EXPECT_FALSE(staircase_of(noisy(ramp, 6, seed))) << "seed " << seed;
+}
+
+TEST(Staircase, ASawtoothIsNotOne) {
+  std::vector<double> saw;  // ends mid-rise, as a window of it may
+  for (int i = 0; i < 43; ++i) saw.push_back(100 + 15.0 * (i % 6));
+  EXPECT_FALSE(staircase_of(saw));
+}
+
+TEST(Staircase, RisersAreSteep) {
+  // Each rise of 30 spread over three buckets (100, 110, 120, 130): a ramp by parts.
+  std::vector<double> v = stairs(4, 6, 100, 30);
+  for (size_t i = 6; i < v.size(); i += 6) v[i] -= 20, v[i + 1] -= 10;
+  EXPECT_FALSE(staircase_of(v));
+  // Over two buckets (100, 115, 130): still a riser.
+  v = stairs(4, 6, 100, 30);
+  for (size_t i = 6; i < v.size(); i += 6) v[i] -= 15;
+  EXPECT_TRUE(staircase_of(v));
+}
+
+TEST(Staircase, TreadsAreThreeBucketsLongTheCurrentOneToo) {
+  EXPECT_FALSE(staircase_of(stairs(4, 2, 100, 20)));
+  std::vector<double> v = stairs(3, 5, 100, 20);
+  v.push_back(160);
+  v.push_back(160);
+  EXPECT_FALSE(staircase_of(v)) << "on a riser, or the start of a ramp, for all it can tell";
+  v.push_back(160);
+  EXPECT_TRUE(staircase_of(v));
+}
+
+TEST(Staircase, StepsMustBeSteady) {
+  std::vector<double> v = stairs(2, 5, 100, 10);  // 100, 110
+  for (double level : {150.0, 160.0}) v.insert(v.end(), 5, level);
+  EXPECT_FALSE(staircase_of(v)) << "risers of 10, 40, 10";
+  v = stairs(4, 5, 100, 20);
+  v.insert(v.end(), 5, 170);
+  auto s = staircase_of(v);
+  ASSERT_TRUE(s) << "risers of 20, 20, 20, 10: the smallest is half the largest";
+  EXPECT_DOUBLE_EQ(s->step, 20);
+}
+
+TEST(Staircase, OneThatStoppedIsNone) {
+  std::vector<double> v = stairs(4, 5, 100, 20);
+  v.insert(v.end(), 5, 160);  // the current tread: 10 buckets, twice the spacing
+  EXPECT_TRUE(staircase_of(v));
+  v.push_back(160);
+  EXPECT_FALSE(staircase_of(v));
+}
+
+TEST(Staircase, TreadsThatCreepAreARampNotAStaircase) {
+  // Risers of 60 on noisy treads (+-5) that rise 3 a bucket, too little a
+  // bucket for a riser, but a third of the whole climb: a ramp with steps.
+  std::vector<double> v = noisy(stairs(5, 6, 100, 60), 5);
+  EXPECT_TRUE(staircase_of(v));
+  for (size_t i = 0; i < v.size(); ++i) v[i] += 3.0 * static_cast<double>(i);
+  EXPECT_FALSE(staircase_of(v));
+}
+
+TEST(Staircase, RisersStandAboveTheNoise) {
+  // Treads with +-5 of noise (bucket minimums): every seed finds the risers
+  // of 60, none those of 8 (no more than the noise).
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto s = staircase_of(noisy(stairs(5, 6, 100, 60), 5, seed));
+    ASSERT_TRUE(s) << "seed " << seed;
+    EXPECT_NEAR(s->step, 60, 10) << "seed " << seed;
+    EXPECT_EQ(s->risers, 4u) << "seed " << seed;
+    EXPECT_FALSE(staircase_of(noisy(stairs(5, 6, 100, 8), 5, seed))) << "seed " << seed;
+  }
 }
 
 TEST(BucketWindow, KeepsMinMaxAndMeanPerBucket) {
