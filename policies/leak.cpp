@@ -154,8 +154,8 @@ class Leak final : public Policy {
         node, errors,
         {"metric", "window", "warmup", "horizon", "min_slope", "limit", "action", "estimator"});
     Settings s;
-    if (auto name =
-            args.choice("metric", {"anon", "current", "file", "rss", "pss", "uss", "device"}))
+    if (auto name = args.choice("metric", {"anon", "current", "file", "rss", "pss", "uss", "device",
+                                           "gpu", "gpu_total"}))
       s.metric = *parse_metric(*name);
     auto positive = [&](std::string_view key, Duration& out) {
       auto d = args.duration(key);
@@ -185,7 +185,10 @@ class Leak final : public Policy {
     // The baseline ignores iterations: it is the estimator as it was.
     return policies::needs(s_.metric) | (s_.least_squares ? 0u : kNeedsIterations);
   }
-  bool needs_memory_max() const override { return s_.limit.percent.has_value(); }
+  // A percentage of a GPU metric is of the GPU (known from the samples).
+  bool needs_memory_max() const override {
+    return s_.limit.percent.has_value() && !gpu_metric(s_.metric);
+  }
   bool may_loop() const override { return true; }
 
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
@@ -198,7 +201,15 @@ class Leak final : public Policy {
 
   Decision evaluate(const Sample& sample, PolicyState& base) const override {
     auto& st = static_cast<State&>(base);
-    // A percentage of a memory_max the worker does not have: no limit at all.
+    // gpu: a percentage is of the GPU the worker fills most, as last seen.
+    if (gpu_metric(s_.metric) && s_.limit.percent) {
+      if (auto of = capacity(sample, s_.metric, std::nullopt)) {
+        st.limit = s_.limit.resolve(of);
+        st.origin = s_.limit.origin(of);
+      }
+    }
+    // A percentage of a memory_max the worker does not have (or of a GPU it
+    // has not used yet): no limit at all.
     if (!st.limit) return Decision::none();
     auto v = value(sample, s_.metric);
     if (!v) return Decision::none();

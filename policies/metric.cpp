@@ -11,13 +11,15 @@ struct MetricName {
   std::string_view name;
 };
 
-constexpr std::array<MetricName, 7> kMetrics{{{Metric::Current, "current"},
+constexpr std::array<MetricName, 9> kMetrics{{{Metric::Current, "current"},
                                               {Metric::Anon, "anon"},
                                               {Metric::File, "file"},
                                               {Metric::Rss, "rss"},
                                               {Metric::Pss, "pss"},
                                               {Metric::Uss, "uss"},
-                                              {Metric::Device, "device"}}};
+                                              {Metric::Device, "device"},
+                                              {Metric::Gpu, "gpu"},
+                                              {Metric::GpuTotal, "gpu_total"}}};
 
 }  // namespace
 
@@ -37,9 +39,18 @@ bool per_process(Metric metric) {
   return metric == Metric::Rss || metric == Metric::Pss || metric == Metric::Uss;
 }
 
+bool gpu_metric(Metric metric) {
+  return metric == Metric::Gpu || metric == Metric::GpuTotal;
+}
+
+bool has_process_figure(Metric metric) {
+  return per_process(metric) || metric == Metric::Gpu;
+}
+
 unsigned needs(Metric metric) {
   if (per_process(metric)) return kNeedsProcessMemory | kNeedsProcesses;
   if (metric == Metric::Device) return kNeedsDevice;
+  if (gpu_metric(metric)) return kNeedsGpu;
   return kNeedsCgroupMemory;
 }
 
@@ -51,9 +62,24 @@ std::optional<uint64_t> value(const ProcessSample& process, Metric metric) {
       return process.pss;
     case Metric::Uss:
       return process.uss;
+    case Metric::Gpu:
+      return process.gpu;
     default:
       return std::nullopt;
   }
+}
+
+std::optional<uint64_t> capacity(const Sample& sample, Metric metric,
+                                 const std::optional<uint64_t>& memory_max) {
+  if (metric == Metric::Gpu) return sample.gpu_capacity;
+  if (metric == Metric::GpuTotal) return sample.gpu_total_capacity;
+  return memory_max;
+}
+
+std::optional<uint64_t> capacity(const ProcessSample& process, Metric metric,
+                                 const std::optional<uint64_t>& memory_max) {
+  if (gpu_metric(metric)) return process.gpu_capacity;
+  return memory_max;
 }
 
 std::optional<uint64_t> value(const Sample& sample, Metric metric) {
@@ -66,6 +92,10 @@ std::optional<uint64_t> value(const Sample& sample, Metric metric) {
       return sample.file;
     case Metric::Device:
       return sample.device;
+    case Metric::Gpu:
+      return sample.gpu;
+    case Metric::GpuTotal:
+      return sample.gpu_total;
     case Metric::Rss:
     case Metric::Pss:
     case Metric::Uss:

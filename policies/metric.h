@@ -17,21 +17,34 @@ namespace recycler::policies {
 
 // current, anon and file come from the worker's cgroup; rss, pss and uss
 // from each process (a worker's is the sum over its processes); device is
-// what the worker reports of its accelerator memory.
-enum class Metric { Current, Anon, File, Rss, Pss, Uss, Device };
+// what the worker reports of its accelerator memory; gpu and gpu_total what
+// NVML reports for the worker's processes (on its fullest device; summed).
+enum class Metric { Current, Anon, File, Rss, Pss, Uss, Device, Gpu, GpuTotal };
 
 std::string_view to_string(Metric metric);  // "anon"
 std::optional<Metric> parse_metric(std::string_view name);
 // rss, pss and uss: measured per process.
 bool per_process(Metric metric);
+// gpu and gpu_total: read through NVML; a percentage limit of them is of the
+// device's memory, not of memory_max.
+bool gpu_metric(Metric metric);
+// Whether scope: process can use `metric`: the per-process ones and gpu.
+bool has_process_figure(Metric metric);
 // The Needs bits that make the probes measure `metric`.
 unsigned needs(Metric metric);
 
 // The worker's figure; empty when the probe could not measure it. rss, pss
 // and uss are sums, empty when any process lacks the figure or there is none.
 std::optional<uint64_t> value(const Sample& sample, Metric metric);
-// One process's rss, pss or uss; empty for the other metrics.
+// One process's rss, pss, uss or gpu; empty for the other metrics.
 std::optional<uint64_t> value(const ProcessSample& process, Metric metric);
+// What a percentage limit of `metric` is of when it is not memory_max: the
+// device's total for gpu and gpu_total (empty while it holds no GPU memory);
+// `memory_max` for the others.
+std::optional<uint64_t> capacity(const Sample& sample, Metric metric,
+                                 const std::optional<uint64_t>& memory_max);
+std::optional<uint64_t> capacity(const ProcessSample& process, Metric metric,
+                                 const std::optional<uint64_t>& memory_max);
 
 // How long a condition has held without a break, in Sample time (`for:`).
 class Hold {

@@ -38,6 +38,7 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
                   [&timers = ctx.timers] { return timers.now(); }) {
   if (program_->requests) matcher_ = program_->requests->matcher;  // compiled with the config
   for (const auto& w : workers) slots_.push_back(std::make_unique<Slot>(*w));
+  if (ctx_.gpu && wants_gpu()) ctx_.gpu->want(program_->sample_interval);
 }
 
 ProgramMonitor::~ProgramMonitor() = default;
@@ -157,13 +158,15 @@ void ProgramMonitor::sample(Slot& slot) {
   unsigned needs = controller_.needs();
   auto dir = w.cgroup().memory_dir();
   bool list = probe::reads_processes(needs, dir.has_value());
+  bool gpu = ctx_.gpu && wants_gpu();
   std::vector<pid_t> pids;
-  if (list) pids = w.cgroup().pids();
+  if (list || gpu) pids = w.cgroup().pids();
   std::optional<probe::CgroupReader> reader;
   if (dir) reader.emplace(dir->fd, dir->v2);
   TimePoint now = ctx_.timers.now();
   policies::Sample s = probe::probe_worker(reader ? &*reader : nullptr, ctx_.procs, pids,
                                            w.pid().value_or(0), needs, now);
+  if (gpu) add_gpu(s, pids);
   controller_.prepare(slot.index, s, list ? &pids : nullptr);
   slot.last_sample = now;
   if (slot.timeline) {
@@ -172,6 +175,23 @@ void ProgramMonitor::sample(Slot& slot) {
   }
   controller_.sampled(slot.index, std::move(s));
   run_commands();
+}
+
+bool ProgramMonitor::wants_gpu() const {
+  return (controller_.needs() & policies::kNeedsGpu) || program_->timeline.has_value();
+}
+
+void ProgramMonitor::add_gpu(policies::Sample& s, const std::vector<pid_t>& pids) const {
+  gpu::Usage u = ctx_.gpu->usage(pids);
+  s.gpu = u.gpu;
+  s.gpu_capacity = u.gpu_capacity;
+  s.gpu_total = u.gpu_total;
+  s.gpu_total_capacity = u.gpu_total_capacity;
+  for (policies::ProcessSample& p : s.processes) {
+    gpu::Usage own = ctx_.gpu->usage(std::span<const pid_t>(&p.pid, 1));
+    p.gpu = own.gpu;
+    p.gpu_capacity = own.gpu_capacity;
+  }
 }
 
 void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::NotifyMessage& message) {

@@ -3,7 +3,8 @@
 //
 //   every sample_interval, and at once when the kernel reports that a
 //   worker's memory crossed a policy's limit (the fast path):
-//     probes -> Sample -> controller.prepare -> timeline (when configured)
+//     probes (+ the latest GPU snapshot, gpu/sampler.h) -> Sample
+//       -> controller.prepare -> timeline (when configured)
 //       -> controller.sampled -> commands
 //   request reports (notify socket or output pattern) go to the controller at
 //   once, so a limit of 50 means 50, not "50 plus whatever arrived before the
@@ -29,6 +30,7 @@
 #include "policies/policy.h"
 #include "supervisor/config/config.h"
 #include "supervisor/engine/recycle_controller.h"
+#include "supervisor/gpu/sampler.h"
 #include "supervisor/notify/message.h"
 #include "supervisor/notify/output_match.h"
 #include "supervisor/probe/memory_watch.h"
@@ -45,6 +47,8 @@ struct MonitorContext {
   Timers& timers;
   const probe::ProcessReader& procs;
   std::mt19937_64& rng;
+  // GPU figures (NVML), when the config asks for them; else null.
+  gpu::Sampler* gpu = nullptr;
 };
 
 class ProgramMonitor {
@@ -77,6 +81,10 @@ class ProgramMonitor {
   void arm_tick(Slot& slot, Duration delay);
   void on_kernel_event(Slot& slot);
   void sample(Slot& slot);
+  // Whether this program's samples carry GPU figures: a policy reads them,
+  // or the config has `gpu:` and the program records a timeline.
+  bool wants_gpu() const;
+  void add_gpu(policies::Sample& s, const std::vector<pid_t>& pids) const;
   bool is_member(Slot& slot, pid_t pid);
   // Carries out the controller's commands (and those they lead to).
   void run_commands();

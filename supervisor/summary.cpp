@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "policies/base/units.h"
 
@@ -43,6 +44,23 @@ std::string render_command(const config::ProgramConfig& p) {
   return join(words, " ");
 }
 
+// "arena_max 2, preload jemalloc (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2)": the
+// library found at check time is worth seeing.
+std::string describe_allocator(const config::AllocatorConfig& a) {
+  std::vector<std::string> parts;
+  if (a.arena_max) parts.push_back(fmt::format("arena_max {}", *a.arena_max));
+  for (auto [name, size] :
+       {std::pair{"trim_threshold", a.trim_threshold},
+        std::pair{"mmap_threshold", a.mmap_threshold}, std::pair{"top_pad", a.top_pad}})
+    if (size) parts.push_back(fmt::format("{} {}", name, units::format_size(*size)));
+  if (!a.preload.empty())
+    parts.push_back(a.preload == a.preload_path
+                        ? "preload " + a.preload
+                        : fmt::format("preload {} ({})", a.preload, a.preload_path));
+  if (a.jemalloc_conf) parts.push_back("jemalloc_conf " + *a.jemalloc_conf);
+  return join(parts, ", ");
+}
+
 }  // namespace
 
 std::string describe_limits(const config::Limits& limits) {
@@ -65,6 +83,8 @@ std::string describe_program(const config::ProgramConfig& p) {
   out += fmt::format("; {} instance{}", p.instances, p.instances == 1 ? "" : "s");
   out += "; " + describe_limits(p.limits);
   if (p.threads) out += fmt::format("; threads {}", *p.threads);
+  if (p.allocator != config::AllocatorConfig{})
+    out += "; allocator " + describe_allocator(p.allocator);
   if (p.user) out += "; user " + *p.user;
   out += std::string("; restart ") + config::to_string(p.restart.mode);
   if (!p.policies.empty()) {

@@ -86,6 +86,8 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 Supervisor::~Supervisor() {
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
+  monitor_context_.gpu = nullptr;
+  gpu_.reset();  // waits for a query in flight (one NVML call)
   runtime_.reset();
   signals_.clear();
   defer_timer_.reset();
@@ -154,6 +156,7 @@ int Supervisor::run() {
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 
   open_runtime_dir();
+  start_gpu(config_);
 
   start_up_.emplace();
   start_up_slice();
@@ -455,6 +458,20 @@ void Supervisor::on_signal(int signum) {
   }
 }
 
+void Supervisor::start_gpu(const config::Config& config) {
+  std::optional<std::string> library = config.nvml_library();
+  if (!library) return;
+  if (gpu_) {
+    if (*library != gpu_library_)
+      log::warn("gpu.nvml: NVML stays {} until recycler restarts (a loaded library stays)",
+                gpu_library_);
+    return;
+  }
+  gpu_library_ = *library;
+  gpu_ = std::make_unique<gpu::Sampler>(&loop_, timers_, *library, options_.paths.proc, ::getpid());
+  monitor_context_.gpu = gpu_.get();
+}
+
 void Supervisor::reload() {
   if (options_.config_path.empty()) {
     log::warn("SIGHUP: nothing to reload (recycler was started without a config file)");
@@ -478,6 +495,7 @@ void Supervisor::reload() {
     return;
   }
   log::init(next.log.level, next.log.format);
+  start_gpu(next);
 
   unsigned unchanged = 0, restarted = 0, removed = 0, added = 0;
   std::vector<std::string> names;

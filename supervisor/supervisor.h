@@ -80,6 +80,8 @@ class Supervisor {
   void clear_workers(Program& program);
   ProgramMonitor* monitor_of(const Worker& worker);
   void open_runtime_dir();
+  // GPU figures (gpu/sampler.h) from when a config first asks for them.
+  void start_gpu(const config::Config& config);
   std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
@@ -106,6 +108,8 @@ class Supervisor {
   std::vector<std::string> base_env_;
   WorkerContext context_;
   probe::ProcessReader procs_;
+  std::unique_ptr<gpu::Sampler> gpu_;
+  std::string gpu_library_;
   MonitorContext monitor_context_{&loop_, timers_, procs_, rng_};
   // Where the notify sockets live (notify/runtime_dir.h); without one, they
   // are abstract sockets any local process can reach.

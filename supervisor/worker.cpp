@@ -8,6 +8,7 @@
 #include <map>
 
 #include "policies/base/units.h"
+#include "supervisor/config/allocator.h"
 #include "supervisor/log.h"
 
 namespace recycler {
@@ -68,6 +69,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
     for (const char* var : config::kThreadEnvVars)
       if (!program.env.count(var)) env[var] = std::to_string(*program.threads);
   }
+  config::apply_allocator(program.allocator, program.env, env);
   env["RECYCLER_PROGRAM"] = program.name;
   env["RECYCLER_SLOT"] = std::to_string(slot);
   env["RECYCLER_GENERATION"] = std::to_string(generation);

@@ -26,6 +26,9 @@ struct ProcessSample {
   std::optional<uint64_t> rss, pss, uss;  // bytes, /proc/PID/smaps_rollup (rss: statm fallback)
   std::optional<uint32_t> threads;
   std::optional<uint64_t> requests;  // completed by this process since it was first seen
+  // GPU memory (NVML) on the device where it holds the most, and that
+  // device's total (what a percentage limit is of); scope: process reads it.
+  std::optional<uint64_t> gpu, gpu_capacity;
 };
 
 struct Sample {
@@ -33,8 +36,12 @@ struct Sample {
   // The worker's cgroup, bytes: memory.current / memory.usage_in_bytes, and
   // memory.stat by kind (v1 names mapped: rss -> anon, cache -> file).
   std::optional<uint64_t> current, anon, file, kernel, shmem;
-  std::optional<double> pressure;    // v2 memory.pressure "some avg10", percent
-  std::optional<uint64_t> device;    // device bytes the worker reported (RECYCLER_DEVICE_BYTES)
+  std::optional<double> pressure;  // v2 memory.pressure "some avg10", percent
+  std::optional<uint64_t> device;  // device bytes the worker reported (RECYCLER_DEVICE_BYTES)
+  // GPU memory of all its processes from NVML (supervisor/gpu/): on the device
+  // where it holds the most and that device's total; summed over devices and
+  // the totals of those devices. 0 when it holds none; empty when unknown.
+  std::optional<uint64_t> gpu, gpu_capacity, gpu_total, gpu_total_capacity;
   std::optional<uint32_t> threads;   // every thread of every process of the worker
   std::optional<uint64_t> requests;  // completed since the worker started
   std::vector<ProcessSample> processes;
@@ -52,7 +59,8 @@ enum Needs : unsigned {
   kNeedsRequests = 1u << 3,       // request counts: evaluated again on every report
   kNeedsDevice = 1u << 4,
   kNeedsProcesses = 1u << 5,   // the process list itself (scope: process)
-  kNeedsIterations = 1u << 6,  // Sample::iteration: evaluated again at every new iteration
+  kNeedsGpu = 1u << 6,         // gpu, gpu_total (NVML, per process)
+  kNeedsIterations = 1u << 7,  // Sample::iteration: evaluated again at every new iteration
 };
 
 }  // namespace recycler::policies

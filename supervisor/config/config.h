@@ -138,6 +138,21 @@ struct TimelineConfig {
   bool operator==(const TimelineConfig&) const = default;
 };
 
+// `allocator:`: environment variables that tune glibc's malloc or replace it
+// for the program's processes (supervisor/config/allocator.h builds them).
+// Unset fields set nothing.
+struct AllocatorConfig {
+  std::optional<uint64_t> arena_max;       // MALLOC_ARENA_MAX
+  std::optional<uint64_t> trim_threshold;  // bytes; GLIBC_TUNABLES glibc.malloc.trim_threshold
+  std::optional<uint64_t> mmap_threshold;  // bytes; glibc.malloc.mmap_threshold
+  std::optional<uint64_t> top_pad;         // bytes; glibc.malloc.top_pad
+  std::string preload;       // as written: "jemalloc", "tcmalloc" or a path; "" for none
+  std::string preload_path;  // the library LD_PRELOAD gets, found when the config was checked
+  std::optional<std::string> jemalloc_conf;  // MALLOC_CONF
+
+  bool operator==(const AllocatorConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -150,6 +165,7 @@ struct ProgramConfig {
   std::optional<gid_t> gid;  // resolved from group, else the user's primary group
   unsigned instances = 1;
   std::optional<unsigned> threads;
+  AllocatorConfig allocator;
   Limits limits;
   std::vector<Rlimit> rlimits;
   StopConfig stop;
@@ -175,15 +191,28 @@ struct LogConfig {
 
 inline constexpr const char* kDefaultCgroupRoot = "recycler";
 
+// GPU memory through NVML (supervisor/gpu/). Without this section NVML is
+// loaded only when a policy reads gpu or gpu_total; with it, also to record
+// the timelines' gpu columns (a missing library is then a warning).
+struct GpuConfig {
+  std::string nvml = "libnvidia-ml.so.1";  // a soname (searched) or an absolute path
+  bool operator==(const GpuConfig&) const = default;
+};
+
 struct Config {
   std::string path;  // the file it came from ("" when built from the command line)
   LogConfig log;
+  std::optional<GpuConfig> gpu;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;
   std::vector<ProgramConfig> programs;  // in file order
 
   const ProgramConfig* find(const std::string& name) const;
+  // Whether any program's policies read gpu or gpu_total.
+  bool needs_gpu() const;
+  // The NVML library to load, when anything asks for GPU figures.
+  std::optional<std::string> nvml_library() const;
 };
 
 // Environment variables that `threads: N` sets unless the program's env sets them.

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "supervisor/gpu/nvml.h"
+
 namespace recycler::config {
 namespace {
 
@@ -59,6 +61,12 @@ class RealHost final : public HostLookup {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
            ::access(path.c_str(), X_OK) == 0;
+  }
+
+  std::optional<std::string> nvml_error(const std::string& library) const override {
+    Status loaded = gpu::Nvml::probe(library);
+    if (loaded) return std::nullopt;
+    return loaded.error().message;
   }
 };
 

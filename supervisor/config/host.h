@@ -32,8 +32,12 @@ class HostLookup {
   virtual FileType file_type(const std::string& path) const = 0;
   // A regular file the recycler may execute.
   virtual bool executable(const std::string& path) const = 0;
+  // Why the NVML library `library` (a soname or a path) cannot be used, or
+  // nullopt when it loads and has every function recycler needs (gpu/nvml.h).
+  virtual std::optional<std::string> nvml_error(const std::string& library) const = 0;
 
-  // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat, access.
+  // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat,
+  // access, dlopen.
   static const HostLookup& real();
 };
 

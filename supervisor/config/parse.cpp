@@ -23,6 +23,7 @@
 #include "policies/base/fields.h"
 #include "policies/base/units.h"
 #include "policies/policy.h"
+#include "supervisor/config/allocator.h"
 #include "supervisor/config/compile.h"
 #include "supervisor/util/escape.h"
 #include "supervisor/util/fd.h"
@@ -105,7 +106,8 @@ void set(T& out, const std::optional<U>& v) {
 // ---------------------------------------------------------------------------
 // Top-level sections
 
-constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "programs"};
+constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "gpu", "programs"};
+constexpr std::string_view kGpuKeys[] = {"nvml"};
 constexpr std::string_view kLogKeys[] = {"level", "format"};
 constexpr std::string_view kProgramKeys[] = {"command",
                                              "env",
@@ -114,6 +116,7 @@ constexpr std::string_view kProgramKeys[] = {"command",
                                              "group",
                                              "instances",
                                              "threads",
+                                             "allocator",
                                              "limits",
                                              "rlimits",
                                              "stop",
@@ -125,6 +128,8 @@ constexpr std::string_view kProgramKeys[] = {"command",
                                              "min_uptime",
                                              "checkpoint",
                                              "timeline"};
+constexpr std::string_view kAllocatorKeys[] = {"arena_max", "trim_threshold", "mmap_threshold",
+                                               "top_pad",   "preload",        "jemalloc_conf"};
 constexpr std::string_view kRequestsKeys[] = {"pattern"};
 constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_timeout"};
 constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
@@ -162,6 +167,44 @@ bool cgroup_char(char c) {
 
 // The root ends up in paths handed to the kernel, so nothing that could
 // climb out of the intended subtree or name the same directory twice.
+// gpu: {nvml: PATH}; a bare `gpu:` turns GPU figures on with the default library.
+void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& gpu, Report& r) {
+  gpu.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kGpuKeys);
+  if (!map) return;
+  if (auto* v = map->get("nvml")) {
+    auto text = read_scalar(*v, "a string", r);
+    if (!text) return;
+    if (text->empty()) return r.error(v->mark(), v->path + ": must not be empty");
+    // A soname is searched like dlopen does; a relative path is the config's.
+    if (text->find('/') == std::string::npos || fs::path(*text).is_absolute())
+      gpu->nvml = *text;
+    else
+      gpu->nvml = (base / *text).lexically_normal().string();
+  }
+}
+
+// A policy that reads gpu or gpu_total needs NVML: said at its name, at check
+// time, not when the first sample comes.
+void check_nvml(const Config& config, const std::vector<ProgramSpec>& specs, const HostLookup& host,
+                Report& r) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (const PolicyConfig& p : config.programs[i].policies) {
+      if (!(p.policy->needs() & policies::kNeedsGpu)) continue;
+      const std::string library = config.nvml_library().value_or(GpuConfig{}.nvml);
+      auto why = host.nvml_error(library);
+      if (!why) return;
+      for (const PolicySpec& spec : specs[i].policies)
+        if (spec.source == p.source)
+          return r.error(spec.name_mark,
+                         spec.path + ": reads GPU memory through NVML, which cannot be used: " +
+                             *why + " (install the NVIDIA driver, or set gpu.nvml to the path of " +
+                             "libnvidia-ml.so.1)");
+      return;
+    }
+}
+
 void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
   auto text = read_scalar(f, "a string", r);
   if (!text) return;
@@ -315,6 +358,151 @@ void parse_limits(const Field& f, Limits& limits, Report& r) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// allocator: supervisor/config/allocator.h says what each key sets.
+
+bool control_char(char c) {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+}
+
+// A missing library is an error, not a warning as a missing command is: ld.so
+// only prints "cannot be preloaded ... ignored" and runs the program on glibc's
+// malloc, so the setting would quietly do nothing.
+void parse_preload(const Field& f, const fs::path& base, const HostLookup& host, AllocatorConfig& a,
+                   Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return;
+  if (text->empty()) return r.error(f.mark(), f.path + " must not be empty");
+  if (text->find('/') == std::string::npos) {
+    const PreloadLibrary* library = find_preload_library(*text);
+    if (!library) {
+      std::vector<std::string> names;
+      for (const PreloadLibrary& l : kPreloadLibraries) names.emplace_back(l.name);
+      std::string hint = suggest(*text, names);
+      return r.error(f.mark(), f.path + ": unknown allocator " + quote(*text) +
+                                   (hint.empty() ? "" : "; did you mean " + quote(hint) + "?") +
+                                   " (expected jemalloc, tcmalloc or the path of a library)");
+    }
+    std::vector<std::string> candidates = preload_candidates(*library);
+    for (const std::string& path : candidates) {
+      if (host.file_type(path) == HostLookup::FileType::Regular) {
+        a.preload = *text;
+        a.preload_path = path;
+        return;
+      }
+    }
+    std::string looked;
+    for (const std::string& path : candidates) looked += (looked.empty() ? "" : ", ") + path;
+    return r.error(f.mark(), f.path + ": " + *text + " is not installed (no " + looked +
+                                 "); on Debian or Ubuntu: apt-get install " +
+                                 std::string(library->package));
+  }
+  // ld.so splits LD_PRELOAD at spaces and colons, with no way to escape them.
+  auto bad = std::find_if(text->begin(), text->end(),
+                          [](char c) { return c == ' ' || c == ':' || control_char(c); });
+  if (bad != text->end())
+    return r.error(f.mark(), f.path + ": " + quote(*text) +
+                                 " cannot be preloaded: LD_PRELOAD cannot hold a path with "
+                                 "spaces, colons or control characters");
+  std::error_code ec;
+  std::string path = fs::absolute(base / *text, ec).lexically_normal().string();
+  auto type = host.file_type(path);
+  if (type == HostLookup::FileType::Missing)
+    return r.error(f.mark(), f.path + ": " + quote(path) + " does not exist");
+  if (type != HostLookup::FileType::Regular)
+    return r.error(f.mark(), f.path + ": " + quote(path) + " is not a regular file");
+  a.preload = *text;
+  a.preload_path = path;
+}
+
+// jemalloc reads MALLOC_CONF as NAME:VALUE pairs separated by commas and
+// only complains (on the worker's stderr) when the worker starts; the shape
+// is checked here, the names are jemalloc's business.
+void parse_jemalloc_conf(const Field& f, AllocatorConfig& a, Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return;
+  std::string expected =
+      "expected NAME:VALUE pairs separated by commas, e.g. "
+      "\"background_thread:true,dirty_decay_ms:5000\"";
+  if (text->empty()) return r.error(f.mark(), f.path + " must not be empty; " + expected);
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string_view rest = *text;
+  while (true) {
+    size_t comma = rest.find(',');
+    std::string_view pair = rest.substr(0, comma);
+    size_t colon = pair.find(':');
+    bool valid = colon != std::string_view::npos && colon > 0 && colon + 1 < pair.size() &&
+                 std::all_of(pair.begin(), pair.begin() + colon, name_char) &&
+                 std::none_of(pair.begin(), pair.end(), control_char);
+    if (!valid)
+      return r.error(f.mark(), f.path + ": invalid option " + quote(pair) + " in " + quote(*text) +
+                                   "; " + expected);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  a.jemalloc_conf = *text;
+}
+
+// Settings that cannot do what they say with this preload: a warning, since
+// the program still runs.
+void check_allocator(const Field& f, const MapView& map, const ProgramConfig& p, Report& r) {
+  const AllocatorConfig& a = p.allocator;
+  const Field* preload = map.get("preload");
+  if (!preload || a.preload_path.empty()) return;
+  if (find_preload_library(a.preload)) {
+    std::vector<std::string> unused;
+    for (const GlibcTunable& t : kGlibcTunables)
+      if (a.*t.value) unused.emplace_back(t.key);
+    if (!unused.empty()) {
+      std::string keys;
+      for (size_t i = 0; i < unused.size(); ++i)
+        keys += (i == 0 ? "" : i + 1 == unused.size() ? " and " : ", ") + unused[i];
+      r.warning(preload->mark(), f.path + ": " + keys +
+                                     (unused.size() == 1 ? " only tunes" : " only tune") +
+                                     " glibc's malloc, which " + a.preload + " replaces");
+    }
+  }
+  if (a.jemalloc_conf && a.preload == "tcmalloc")
+    r.warning(map.get("jemalloc_conf")->mark(),
+              f.path + ".jemalloc_conf: only jemalloc reads MALLOC_CONF, and preload is tcmalloc");
+  // The user's own LD_PRELOAD comes first (allocator.h): a malloc in it wins.
+  if (auto it = p.env.find("LD_PRELOAD"); it != p.env.end()) {
+    std::string_view list = it->second;
+    size_t start = 0;
+    while (start < list.size()) {
+      size_t end = std::min(list.find_first_of(": ", start), list.size());
+      std::string_view library = list.substr(start, end - start);
+      std::string_view file = library.substr(library.rfind('/') + 1);
+      if (library != a.preload_path && file.find("malloc") != std::string_view::npos)
+        r.warning(preload->mark(), f.path + ".preload: env.LD_PRELOAD already preloads " +
+                                       quote(library) + ", which comes first and keeps malloc");
+      start = end + 1;
+    }
+  }
+}
+
+void parse_allocator(const Field& f, const fs::path& base, const HostLookup& host, ProgramConfig& p,
+                     Report& r) {
+  auto map = read_map(f, r, kAllocatorKeys);
+  if (!map) return;
+  AllocatorConfig& a = p.allocator;
+  if (auto* v = map->get("arena_max")) a.arena_max = read_integer(*v, 1, kMaxArenas, r);
+  if (auto* v = map->get("trim_threshold")) a.trim_threshold = read_size(*v, r);
+  if (auto* v = map->get("mmap_threshold")) {
+    auto size = read_size(*v, r);
+    if (size && *size > kMaxMmapThreshold)
+      r.error(v->mark(), v->path + ": " + format_size(*size) + " is above glibc's maximum of " +
+                             format_size(kMaxMmapThreshold) +
+                             ", which it would ignore without a word");
+    else
+      a.mmap_threshold = size;
+  }
+  if (auto* v = map->get("top_pad")) a.top_pad = read_size(*v, r);
+  if (auto* v = map->get("preload")) parse_preload(*v, base, host, a, r);
+  if (auto* v = map->get("jemalloc_conf")) parse_jemalloc_conf(*v, a, r);
+  check_allocator(f, *map, p, r);
 }
 
 struct RlimitKind {
@@ -662,6 +850,7 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   parse_identity(*map, host, p, r);
   if (auto* v = map->get("instances")) set(p.instances, read_integer(*v, 1, kMaxInstances, r));
   if (auto* v = map->get("threads")) set(p.threads, read_integer(*v, 1, kMaxThreads, r));
+  if (auto* v = map->find("allocator")) parse_allocator(*v, base, host, p, r);
   if (auto* v = map->find("limits")) parse_limits(*v, p.limits, r);
   if (auto* v = map->find("rlimits")) parse_rlimits(*v, p, r);
   if (auto* v = map->find("stop")) parse_stop(*v, p.stop, r);
@@ -783,9 +972,11 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   auto top = read_map(root, r, kTopKeys);
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
+  if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
   parse_programs(top->find("programs"), root.value.Mark(), config, base, host, specs, r);
   // The compile step: policies and request patterns, built once.
   for (size_t i = 0; i < specs.size(); ++i) compile(specs[i], config.programs[i], r);
+  check_nvml(config, specs, host, r);
   return std::move(r).finish(std::move(config));
 }
 

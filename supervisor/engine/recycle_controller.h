@@ -228,7 +228,12 @@ class RecycleController {
   };
 
   std::string name(unsigned slot) const;
-  void emit(Command c) { out_.push_back(std::move(c)); }
+  // Built in place: moving a whole Command through a temporary makes GCC 12
+  // at -O2 warn that AskCheckpoint::signal "may be used uninitialized".
+  template <typename C>
+  void emit(C&& c) {
+    out_.emplace_back(std::in_place_type<std::decay_t<C>>, std::forward<C>(c));
+  }
   void log(config::LogLevel level, std::string message);
   void event(config::LogLevel level, std::string event, std::string message, log::Fields fields);
   void record(unsigned slot, std::string event, pid_t pid, std::string detail);

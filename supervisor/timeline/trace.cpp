@@ -19,10 +19,24 @@ namespace {
 using policies::Metric;
 using policies::ProcessSample;
 
-enum class Column { T, Current, Anon, File, Rss, Pss, Uss, Device, Requests, Threads, Iteration };
-constexpr std::array<std::string_view, 11> kColumnNames = {
-    "t",   "current", "anon",     "file",    "rss",      "pss",
-    "uss", "device",  "requests", "threads", "iteration"};
+enum class Column {
+  T,
+  Current,
+  Anon,
+  File,
+  Rss,
+  Pss,
+  Uss,
+  Device,
+  Requests,
+  Threads,
+  Gpu,
+  GpuTotal,
+  Iteration
+};
+constexpr std::array<std::string_view, 13> kColumnNames = {
+    "t",      "current",  "anon",    "file", "rss",       "pss",      "uss",
+    "device", "requests", "threads", "gpu",  "gpu_total", "iteration"};
 // Well past any worker's life, and far from overflowing the clock's nanoseconds.
 constexpr double kMaxSeconds = 1e9;
 
@@ -158,12 +172,18 @@ class Reader {
         case Column::Threads:
           s.threads = p.threads = static_cast<uint32_t>(v);
           break;
+        case Column::Gpu:
+          s.gpu = p.gpu = v;
+          break;
+        case Column::GpuTotal:
+          s.gpu_total = v;
+          break;
         case Column::Iteration:
           s.iteration = v;
           break;
       }
       process = process || c == Column::Rss || c == Column::Pss || c == Column::Uss ||
-                c == Column::Requests || c == Column::Threads;
+                c == Column::Requests || c == Column::Threads || c == Column::Gpu;
     }
     if (process) s.processes.push_back(p);
     out.push_back(std::move(s));
@@ -229,6 +249,8 @@ void append_row(std::string& out, const Sample& sample, TimePoint started) {
   append_cell(out, sample.device);
   append_cell(out, sample.requests);
   append_cell(out, sample.threads);
+  append_cell(out, sample.gpu);
+  append_cell(out, sample.gpu_total);
   append_cell(out, sample.iteration);
 }
 

@@ -4,14 +4,16 @@
 //
 // Samples file, DIR/PROGRAM.SLOT.csv (one run per file: t starts at 0 again):
 //
-//   t,current,anon,file,rss,pss,uss,device,requests,threads,iteration
-//   12.345,524288000,419430400,104857600,430000000,,,,1200,9,
+//   t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration
+//   12.345,524288000,419430400,104857600,430000000,,,,1200,9,,,
 //
 //   t          seconds since the worker started, 3 decimals
 //   current..  bytes: the cgroup's current, anon and file; rss, pss and uss
 //              summed over the worker's processes; device bytes it reported
 //   requests   completed since the worker started (cumulative)
 //   threads    every thread of every process of the worker
+//   gpu        GPU memory (NVML) on the device where the worker holds the most
+//   gpu_total  GPU memory summed over devices
 //   iteration  the last iteration the worker reported (RECYCLER_ITERATION):
 //              where it changes, an iteration boundary
 //   an empty cell: not measured in that sample
@@ -25,7 +27,7 @@
 // repeated column, a bad or negative number, a decreasing t, or a row with
 // the wrong number of cells is an error "FILE:LINE: column NAME: ...".
 // Each row becomes a Sample with t = TimePoint{} + t seconds. rss, pss, uss,
-// requests and threads also go into one synthetic process (pid 1, not the
+// requests, threads and gpu also go into one synthetic process (pid 1, not the
 // main process) when the row has any of them, and requests and threads into
 // the Sample's own fields too: policies with scope: worker and scope: process
 // both see them.
@@ -63,7 +65,7 @@ using policies::TimePoint;
 using WallClock = std::chrono::system_clock;
 
 inline constexpr std::string_view kSamplesHeader =
-    "t,current,anon,file,rss,pss,uss,device,requests,threads,iteration";
+    "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration";
 inline constexpr std::string_view kEventsHeader = "time,generation,t,event,pid,detail";
 
 // The samples row of `sample` (without its newline), t relative to `started`.

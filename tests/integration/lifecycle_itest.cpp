@@ -1,5 +1,5 @@
 // The supervisor's lifecycle with real processes: restarts, crash loops,
-// reloads, failed starts, signals, wrap mode, environment and users.
+// reloads, failed starts, signals, wrap mode, environment, allocator and users.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "supervisor/config/allocator.h"
 #include "tests/support/itest.h"
 
 namespace recycler::testing {
@@ -258,6 +259,30 @@ TEST(Lifecycle, WorkersGetTheirEnvironmentThreadsAndSlot) {
   std::string n = "N=/run/recycler/" + std::to_string(r.pid()) + "/env/notify";
   EXPECT_EQ(r.count("env[0] out | FOO=bar OMP=3 MKL=1 P=env S=0 G=1 " + n), 1u) << r.output();
   EXPECT_EQ(r.count("env[1] out | FOO=bar OMP=3 MKL=1 P=env S=1 G=1 " + n), 1u) << r.output();
+}
+
+// Not only the variables: ld.so really loads jemalloc into the worker.
+TEST(Lifecycle, AllocatorPreloadsJemallocAndLimitsArenasInTheWorker) {
+  RECYCLER_REQUIRE_CGROUPS();
+  std::string jemalloc;
+  for (const std::string& path :
+       config::preload_candidates(*config::find_preload_library("jemalloc")))
+    if (jemalloc.empty() && fs::is_regular_file(path)) jemalloc = path;
+  if (jemalloc.empty())
+    GTEST_SKIP() << "jemalloc is not installed (scripts/install-deps --test installs libjemalloc2)";
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  alloc:
+    command: "echo ARENAS=$MALLOC_ARENA_MAX PRELOAD=$LD_PRELOAD; grep -c libjemalloc /proc/$$/maps"
+    allocator: {preload: jemalloc, arena_max: 2}
+    restart: {mode: never}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.count("alloc[0] out | ARENAS=2 PRELOAD=" + jemalloc), 1u) << r.output();
+  // grep -c: how many of the shell's mappings are jemalloc's.
+  std::smatch mapped;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(alloc\[0\] out \| ([0-9]+)$)"), &mapped));
+  EXPECT_NE(mapped[1].str(), "0") << "jemalloc is not mapped into the worker";
 }
 
 TEST(Lifecycle, ALowFileLimitDoesNotCapTheWorkersAndTheyKeepIt) {

@@ -85,7 +85,10 @@ void expect_replay_reproduces_first_run(const std::string& config_file, const st
     for (const policies::Sample& s : *samples)
       if (timeline::seconds(s.t) <= live[i].t + 0.0005) on = timeline::seconds(s.t);
     EXPECT_DOUBLE_EQ(r.t, on) << "live event at t " << live[i].t;
-    EXPECT_LT(live[i].t - r.t, 0.25) << "the event follows its sample at once";
+    // In the same turn of the loop; a slow machine (the v2 VM emulates its
+    // CPU) may still take a while over the recycle's own work in between.
+    EXPECT_LT(live[i].t - r.t, scaled(250ms).count() / 1000.0)
+        << "the event follows its sample at once";
   }
 }
 

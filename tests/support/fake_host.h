@@ -30,6 +30,11 @@ class FakeHost final : public HostLookup {
     if (executable) executables_.insert(path);
     return *this;
   }
+  // NVML: loads (nullopt, the default) or fails with `error`.
+  FakeHost& set_nvml_error(std::optional<std::string> error) {
+    nvml_error_ = std::move(error);
+    return *this;
+  }
   FakeHost& set_path(std::optional<std::string> path) {
     path_ = std::move(path);
     return *this;
@@ -55,6 +60,7 @@ class FakeHost final : public HostLookup {
   bool executable(const std::string& path) const override {
     return file_type(path) == FileType::Regular && executables_.count(path) > 0;
   }
+  std::optional<std::string> nvml_error(const std::string&) const override { return nvml_error_; }
 
  private:
   uid_t euid_;
@@ -64,6 +70,7 @@ class FakeHost final : public HostLookup {
   std::map<std::string, FileType> files_;
   std::set<std::string> executables_;
   std::optional<std::string> path_ = "/usr/bin:/bin";
+  std::optional<std::string> nvml_error_;
 };
 
 // A Debian-like machine: root (0), nobody (65534) and alice (1000), groups

@@ -110,6 +110,11 @@ std::string leaky_bin() {
   return e && *e ? e : RECYCLER_LEAKY_BIN_DEFAULT;
 }
 
+std::string fake_nvml_lib() {
+  const char* e = std::getenv("RECYCLER_FAKE_NVML");
+  return e && *e ? e : RECYCLER_FAKE_NVML_DEFAULT;
+}
+
 std::optional<std::string> python_bin() {
   const char* e = std::getenv("RECYCLER_PYTHON");
   std::string python = e && *e ? e : "/usr/bin/python3";

@@ -32,6 +32,8 @@ Millis scaled(Millis base);
 
 std::string recycler_bin();  // RECYCLER_BIN, else the build tree's
 std::string leaky_bin();     // RECYCLER_LEAKY_BIN, else the build tree's
+// The fake NVML driver (tests/support/fake_nvml): RECYCLER_FAKE_NVML, else the build tree's.
+std::string fake_nvml_lib();
 // Debian's python3 for the example workers written in Python: RECYCLER_PYTHON
 // (the VM's staged copy), else /usr/bin/python3; nullopt when not there.
 std::optional<std::string> python_bin();

@@ -618,6 +618,8 @@ TEST(LoadFile, ExampleFixtureLoadsWithoutDiagnostics) {
   EXPECT_THAT(api.rlimits, ElementsAre(Rlimit{RLIMIT_NOFILE, 65536, 65536},
                                        Rlimit{RLIMIT_CORE, 0, RLIM_INFINITY}));
   EXPECT_EQ(api.restart.backoff.initial, 500ms);
+  EXPECT_EQ(api.allocator.arena_max, 2u);
+  EXPECT_EQ(api.allocator.jemalloc_conf, "narenas:2");
   EXPECT_EQ(result.config->programs[1].restart.mode, RestartMode::Never);
   EXPECT_TRUE(result.config->programs[1].shell);
 }

@@ -237,7 +237,7 @@ TEST(LeakPolicy, MinSlopeIsASizePerTimeUnit) {
 TEST(LeakPolicy, UnknownChoicesListTheAllowedOnes) {
   EXPECT_THAT(errors_of("leak", "{action: pause, estimator: ols, metric: vram}"),
               ElementsAre("metric: invalid value \"vram\"; expected anon, current, file, rss, "
-                          "pss, uss or device",
+                          "pss, uss, device, gpu or gpu_total",
                           "action: invalid value \"pause\"; expected restart or checkpoint",
                           "estimator: invalid value \"ols\"; expected theil-sen or least-squares"));
 }
@@ -924,6 +924,28 @@ TEST(LeakPolicy, LeastSquaresTakesAStepForALeak) {
   ASSERT_TRUE(naive.fired_at) << "the baseline sees growth";
   EXPECT_GE(*naive.fired_at, 45 * kMinute);
   EXPECT_FALSE(run({.yaml = "{estimator: theil-sen}", .shape = step, .minutes = 180}).fired_at);
+}
+
+TEST(LeakPolicy, OnGpuAPercentageIsOfTheGpuAndNeedsNoMemoryMax) {
+  auto policy = make("leak", "{metric: gpu, limit: 90%, window: 60s, warmup: 0s, horizon: 30s}");
+  ASSERT_TRUE(policy);
+  EXPECT_FALSE(policy->needs_memory_max());
+  EXPECT_EQ(policy->needs(), policies::kNeedsGpu);
+  FakeClock clock;
+  WorkerContext worker = worker_at(clock.now());
+  Watch watch(*policy, worker);
+  Decision fired;
+  // 10 MiB/s from 100 MiB on a 1 GiB GPU: 90% (921.6 MiB) is ~82 s away.
+  for (int s = 0; s <= 120 && !fired; ++s) {
+    Sample sample;
+    sample.t = clock.now();
+    sample.gpu = 100_MiB + static_cast<uint64_t>(s) * 10_MiB;
+    sample.gpu_capacity = 1_GiB;
+    fired = watch(sample);
+    clock.advance(1s);
+  }
+  ASSERT_TRUE(fired);
+  EXPECT_THAT(fired.reason, ::testing::HasSubstr("of 921.6 MiB (90% of 1 GiB)"));
 }
 
 }  // namespace

@@ -365,7 +365,7 @@ TEST_F(MemoryPolicy, DeviceMetricHasNoFastThreshold) {
 TEST_F(MemoryPolicy, DeviceMetricIsForTheWholeWorker) {
   EXPECT_THAT(errors_of("memory", "{metric: device, limit: 1GiB, scope: process}"),
               ElementsAre("metric: device is measured for the whole worker; scope: process "
-                          "takes rss, pss or uss"));
+                          "takes rss, pss, uss or gpu"));
 }
 
 TEST_F(MemoryPolicy, LimitIsRequired) {
@@ -375,14 +375,14 @@ TEST_F(MemoryPolicy, LimitIsRequired) {
 
 TEST_F(MemoryPolicy, UnknownMetricListsTheAllowedOnes) {
   EXPECT_THAT(errors_of("memory", "{metric: file, limit: 1GiB}"),
-              ElementsAre("metric: invalid value \"file\"; expected anon, current, rss, pss, uss "
-                          "or device"));
+              ElementsAre("metric: invalid value \"file\"; expected anon, current, rss, pss, uss, "
+                          "device, gpu or gpu_total"));
 }
 
 TEST_F(MemoryPolicy, ProcessScopeRejectsCgroupMetrics) {
   EXPECT_THAT(errors_of("memory", "{metric: anon, limit: 1GiB, scope: process}"),
               ElementsAre("metric: anon is measured for the whole worker; scope: process takes "
-                          "rss, pss or uss"));
+                          "rss, pss, uss or gpu"));
 }
 
 TEST_F(MemoryPolicy, SignalWithWorkerScopeIsRejected) {
@@ -482,6 +482,62 @@ TEST(ProcessTable, TracksTheListedProcessesButNotTheMainOne) {
   EXPECT_EQ(table.size(), 2u) << "pid 2 is gone";
   EXPECT_EQ(table.at(3), 203) << "pid 3 kept its state";
   EXPECT_EQ(table.at(4), 304);
+}
+
+TEST_F(MemoryPolicy, GpuIsTheWorkersFullestDeviceAndAPercentageIsOfThatDevice) {
+  auto policy = make("memory", "{metric: gpu, limit: 90%}");
+  EXPECT_FALSE(policy->needs_memory_max()) << "a share of the GPU, not of memory_max";
+  EXPECT_EQ(policy->needs(), policies::kNeedsGpu);
+  EXPECT_EQ(policy->fast_threshold(worker), std::nullopt) << "GPU memory is not in the cgroup";
+  Watch watch(*policy, worker);
+  Sample s;
+  s.t = clock.now();
+  s.gpu = 14_GiB;
+  s.gpu_capacity = 16_GiB;
+  EXPECT_FALSE(watch(s));
+  clock.advance(1s);
+  s.t = clock.now();
+  s.gpu = 15_GiB;
+  EXPECT_EQ(watch(s).reason, "gpu 15 GiB > 14.4 GiB (90% of 16 GiB)");
+}
+
+TEST_F(MemoryPolicy, APercentageOfGpuWithoutADeviceOrAFigureHasNoOpinion) {
+  auto policy = make("memory", "{metric: gpu, limit: 50%}");
+  Watch watch(*policy, worker);
+  Sample s;
+  s.t = clock.now();
+  s.gpu = 0;  // holds no GPU memory: no device to be a share of
+  EXPECT_FALSE(watch(s));
+  s.gpu.reset();  // NVML could not tell
+  s.gpu_capacity = 16_GiB;
+  EXPECT_FALSE(watch(s));
+}
+
+TEST_F(MemoryPolicy, GpuTotalSumsTheDevicesAgainstASizeLimit) {
+  auto policy = make("memory", "{metric: gpu_total, limit: 20GiB}");
+  Watch watch(*policy, worker);
+  Sample s;
+  s.t = clock.now();
+  s.gpu = 12_GiB;
+  s.gpu_total = 21_GiB;
+  EXPECT_EQ(watch(s).reason, "gpu_total 21 GiB > 20 GiB");
+}
+
+TEST_F(MemoryPolicy, ScopeProcessOnGpuSignalsTheProcessOverItsDevicesShare) {
+  auto policy = make("memory", "{metric: gpu, limit: 50%, scope: process}");
+  Watch watch(*policy, worker);
+  Sample s;
+  s.t = clock.now();
+  ProcessSample main = proc(10, true);
+  main.gpu = 70_GiB;  // the master is never signalled
+  main.gpu_capacity = 80_GiB;
+  ProcessSample small = proc(11), big = proc(12);
+  small.gpu = 30_GiB, small.gpu_capacity = 80_GiB;
+  big.gpu = 10_GiB, big.gpu_capacity = 16_GiB;  // on a smaller GPU: 62 %
+  s.processes = {main, small, big};
+  Decision d = watch(s);
+  EXPECT_EQ(d.pid, 12);
+  EXPECT_EQ(d.reason, "gpu 10 GiB > 8 GiB (50% of 16 GiB)");
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(TraceRow, LeavesACellEmptyForWhatWasNotMeasured) {
   s.t = at(1500ms);
   s.anon = 1024;
   s.requests = 7;
-  EXPECT_EQ(format_row(s, kStarted), "1.500,,1024,,,,,,7,,");
+  EXPECT_EQ(format_row(s, kStarted), "1.500,,1024,,,,,,7,,,,");
 }
 
 TEST(TraceRow, WritesEveryColumnInHeaderOrder) {
@@ -84,24 +84,27 @@ TEST(TraceRow, WritesEveryColumnInHeaderOrder) {
   s.device = 7;
   s.requests = 8;
   s.threads = 9;
-  s.iteration = 10;
-  EXPECT_EQ(kSamplesHeader, "t,current,anon,file,rss,pss,uss,device,requests,threads,iteration");
-  EXPECT_EQ(format_row(s, kStarted), "12.345,1,2,3,4,5,6,7,8,9,10");
+  s.gpu = 10;
+  s.gpu_total = 11;
+  s.iteration = 12;
+  EXPECT_EQ(kSamplesHeader,
+            "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration");
+  EXPECT_EQ(format_row(s, kStarted), "12.345,1,2,3,4,5,6,7,8,9,10,11,12");
 }
 
 TEST(TraceRow, PadsMillisecondsToThreeDecimals) {
   Sample s;
   s.t = at(3007ms);
-  EXPECT_EQ(format_row(s, kStarted), "3.007,,,,,,,,,,");
+  EXPECT_EQ(format_row(s, kStarted), "3.007,,,,,,,,,,,,");
   s.t = at(60000ms);
-  EXPECT_EQ(format_row(s, kStarted), "60.000,,,,,,,,,,");
+  EXPECT_EQ(format_row(s, kStarted), "60.000,,,,,,,,,,,,");
 }
 
 TEST(TraceRow, SumsProcessMemoryAndLeavesItEmptyWhenAProcessLacksIt) {
   Sample s;
   s.t = kStarted;
   s.processes = {process(10, 100, 40), process(11, 200)};
-  EXPECT_EQ(format_row(s, kStarted), "0.000,,,,300,,,,,,") << "rss summed, pss missing for 11";
+  EXPECT_EQ(format_row(s, kStarted), "0.000,,,,300,,,,,,,,") << "rss summed, pss missing for 11";
 }
 
 TEST(ReadTrace, ReadsTimeAsSecondsFromTheEpochOfTheClock) {
@@ -112,6 +115,17 @@ TEST(ReadTrace, ReadsTimeAsSecondsFromTheEpochOfTheClock) {
   EXPECT_EQ((*r)[1].t, TimePoint{} + 2500ms);
   EXPECT_EQ((*r)[1].anon, 6u);
   EXPECT_TRUE((*r)[1].processes.empty()) << "no per-process column: no synthetic process";
+}
+
+TEST(ReadTrace, GpuGoesToTheWorkerAndItsSyntheticProcessGpuTotalToTheWorker) {
+  auto r = parse("t,gpu,gpu_total\n0,5,9\n1,,\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].gpu, 5u);
+  EXPECT_EQ((*r)[0].gpu_total, 9u);
+  ASSERT_EQ((*r)[0].processes.size(), 1u) << "scope: process on gpu sees it";
+  EXPECT_EQ((*r)[0].processes[0].gpu, 5u);
+  EXPECT_FALSE((*r)[1].gpu);
 }
 
 TEST(ReadTrace, AcceptsAnySubsetOfColumnsInAnyOrder) {
@@ -415,8 +429,8 @@ TEST_F(Writer, RotatesTheSamplesFileAtEachRunSoThatTStartsAgain) {
   ASSERT_TRUE(w.start_run(2, 200, second).ok());
   ASSERT_TRUE(w.sample(anon(second + 1s, 2)).ok());
 
-  EXPECT_THAT(lines_of(file(".1")), ElementsAre(std::string(kSamplesHeader), "5.000,,1,,,,,,,,"));
-  EXPECT_THAT(lines_of(file()), ElementsAre(std::string(kSamplesHeader), "1.000,,2,,,,,,,,"));
+  EXPECT_THAT(lines_of(file(".1")), ElementsAre(std::string(kSamplesHeader), "5.000,,1,,,,,,,,,,"));
+  EXPECT_THAT(lines_of(file()), ElementsAre(std::string(kSamplesHeader), "1.000,,2,,,,,,,,,,"));
   auto events = lines_of(w.events_path());
   ASSERT_EQ(events.size(), 3u) << "the events file holds every run";
   EXPECT_THAT(events[1], ::testing::MatchesRegex(R"(.*Z,1,[0-9.]+,start,100,)"));
@@ -464,7 +478,7 @@ TEST_F(Writer, KeepZeroTruncatesInsteadOfRotating) {
   auto lines = lines_of(file());
   ASSERT_GE(lines.size(), 2u);
   EXPECT_EQ(lines.front(), kSamplesHeader);
-  EXPECT_EQ(lines.back(), "19.000,,1,,,,,,,,");
+  EXPECT_EQ(lines.back(), "19.000,,1,,,,,,,,,,");
   EXPECT_LE(fs::file_size(file()), config.max_size);
 }
 

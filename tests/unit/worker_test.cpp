@@ -391,6 +391,22 @@ TEST(WorkerEnvironment, WithoutThreadsTheInheritedValuesStay) {
   for (const std::string& kv : env) EXPECT_NE(kv.rfind("MKL_NUM_THREADS=", 0), 0u);
 }
 
+TEST(WorkerEnvironment, AllocatorAddsExactlyItsVariablesAndTheProgramsEnvWins) {
+  config::ProgramConfig p;
+  p.name = "x";
+  p.allocator.arena_max = 2;
+  p.allocator.top_pad = 0;
+  p.allocator.preload = "jemalloc";
+  p.allocator.preload_path = "/usr/lib/libjemalloc.so.2";
+  p.allocator.jemalloc_conf = "narenas:1";
+  p.env = {{"MALLOC_CONF", "narenas:4"}, {"LD_PRELOAD", "/opt/libprof.so"}};
+  auto env = worker_environment({"PATH=/bin", "MALLOC_ARENA_MAX=8"}, p, 0, 1);
+  EXPECT_THAT(env, ElementsAre("GLIBC_TUNABLES=glibc.malloc.top_pad=0",
+                               "LD_PRELOAD=/opt/libprof.so:/usr/lib/libjemalloc.so.2",
+                               "MALLOC_ARENA_MAX=2", "MALLOC_CONF=narenas:4", "PATH=/bin",
+                               "RECYCLER_GENERATION=1", "RECYCLER_PROGRAM=x", "RECYCLER_SLOT=0"));
+}
+
 class RecycleTest : public WorkerTest {};
 
 TEST_F(RecycleTest, ARecycleStopsGracefullyAndStartsTheNextGenerationAtOnce) {

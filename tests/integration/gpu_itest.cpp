@@ -1,0 +1,235 @@
+// GPU memory through NVML with the real binary, real processes and cgroups,
+// and the fake driver of tests/support/fake_nvml (no GPU needed): workers
+// write what they "hold" on the GPU into the fake's directory, as a CUDA
+// program's allocations would show in NVML. A worker whose GPU memory grows
+// is recycled before its limit; timelines get the gpu columns; NVML is
+// queried once per interval for all workers; a missing library fails `check`
+// for a config that needs it and is a warning for one that only records;
+// a driver that goes away leaves host memory supervised.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A shell worker that holds 16 MiB more on GPU 0 every 100 ms, up to `max`
+// MiB, and frees it when it exits (a process's GPU memory goes with it).
+std::string grower(const std::string& dir, int max_mib = 4096, int step_mib = 16) {
+  std::string procs = dir + "/procs";
+  return "[/bin/sh, -c, 'f=" + procs +
+         "/$$; trap \"rm -f $f; exit 0\" TERM; i=0; "
+         "while :; do [ $i -lt " +
+         std::to_string(max_mib / step_mib) +
+         " ] && i=$((i+1)); "
+         "echo \"0 $((i*" +
+         std::to_string(step_mib << 20) + "))\" > $f.new && mv $f.new $f; sleep 0.1; done']";
+}
+
+// Reads recycler's output until `done` holds (a file it writes says so);
+// false after `timeout`.
+bool until(Recycler& r, const std::function<bool()>& done, Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    r.wait_readable(-1, 20ms);  // no fd of its own: just the output, for 20 ms
+  }
+  return true;
+}
+
+size_t rows(const std::string& csv) {
+  std::ifstream in(csv);
+  size_t n = 0;
+  for (std::string row; std::getline(in, row);) ++n;
+  return n;
+}
+
+struct Gpu {
+  explicit Gpu(const Sandbox& sb, uint64_t total = 1ull << 30) : dir(sb.tmp() + "/nvml") {
+    std::filesystem::create_directories(dir + "/procs");
+    std::ofstream(dir + "/devices") << total << "\n";
+  }
+  Recycler::Options options(const Sandbox& sb) const {
+    Recycler::Options o;
+    o.join_fds = sb.join_fds();
+    o.env = {"RECYCLER_FAKE_NVML_DIR=" + dir};
+    return o;
+  }
+  int calls() const {
+    std::ifstream in(dir + "/calls");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  }
+  std::string dir;
+};
+
+std::string gpu_section(const std::string& library = fake_nvml_lib()) {
+  return "gpu: {nvml: " + library + "}\n";
+}
+
+// "train[0] recycle: gpu 560 MiB > 512 MiB (50% of 1 GiB) (memory policy)" -> 560
+std::optional<double> recycled_at_mib(const std::string& line) {
+  static const std::regex kValue(R"(recycle: gpu ([0-9.]+) MiB > )");
+  std::smatch m;
+  if (!std::regex_search(line, m, kValue)) return std::nullopt;
+  return std::stod(m[1].str());
+}
+
+TEST(Gpu, AWorkerWhoseGpuMemoryGrowsIsRecycledBeforeTheDeviceFills) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
+    command: )" + grower(gpu.dir) + R"(
+    sample_interval: 100ms
+    policies:
+      - memory: {metric: gpu, limit: 50%}
+    stop: {timeout: 5s}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  auto line = r.wait_for("train[0] recycle: gpu", scaled(30s));
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("(50% of 1 GiB) (memory policy)"));
+  auto mib = recycled_at_mib(*line);
+  ASSERT_TRUE(mib) << *line;
+  EXPECT_GT(*mib, 512.0);
+  EXPECT_LT(*mib, 1024.0) << "recycled only once the GPU was full";
+  ASSERT_TRUE(r.wait_for_count("train[0] started: pid", 2, scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Gpu, TheLeakPolicyOnGpuRecyclesBeforeTheProjectedCrossing) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Gpu gpu(sb);
+  // 80 MiB/s toward 90% of a 1 GiB GPU: the limit is ~11.5 s away at start.
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
+    command: )" + grower(gpu.dir, 4096, 8) + R"(
+    sample_interval: 100ms
+    policies:
+      - leak: {metric: gpu, window: 8s, warmup: 1s, horizon: 5s, limit: 90%}
+    stop: {timeout: 5s}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  auto line = r.wait_for("train[0] recycle: gpu +", scaled(30s));
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("of 921.6 MiB (90% of 1 GiB)"));
+  EXPECT_THAT(*line, HasSubstr("(leak policy)"));
+  ASSERT_TRUE(r.wait_for_count("train[0] started: pid", 2, scaled(20s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Gpu, TimelinesRecordTheGpuColumnsAndNvmlIsAskedOncePerIntervalForAllWorkers) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::string timelines = sb.tmp() + "/timelines";
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
+    command: )" + grower(gpu.dir, 64) + R"(
+    instances: 4
+    sample_interval: 100ms
+    timeline: {dir: )" + timelines + R"(}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  ASSERT_TRUE(r.wait_for_count("started: pid", 4, scaled(20s)));
+  // Until the last worker holds its 64 MiB and its timeline shows it.
+  std::string csv = timelines + "/train.3.csv";
+  auto holds_all = [&] {
+    return read_text(csv).find(",67108864,67108864,\n") != std::string::npos;
+  };
+  ASSERT_TRUE(until(r, holds_all, scaled(20s))) << read_text(csv);
+  std::ifstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(header,
+            "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration");
+  // Over the next 20 samples of one worker, NVML is asked about once per
+  // sample for the four workers together (four times that if it were asked
+  // per worker).
+  size_t from_rows = rows(csv);
+  int from_calls = gpu.calls();
+  ASSERT_TRUE(until(
+      r, [&] { return rows(csv) >= from_rows + 20; }, scaled(20s)));
+  int calls = gpu.calls() - from_calls;
+  size_t samples = rows(csv) - from_rows;
+  EXPECT_GE(calls, 1);
+  EXPECT_LE(calls, static_cast<int>(samples) + 10) << samples << " samples";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Gpu, CheckFailsAConfigThatNeedsAMissingNvmlAtThePolicy) {
+  Sandbox sb;
+  std::string cfg = sb.write("g.yaml", gpu_section("/nonexistent/libnvidia-ml.so.1") + R"(programs:
+  train:
+    command: [/bin/true]
+    policies:
+      - memory: {metric: gpu, limit: 90%}
+)");
+  Recycler r({"check", "-c", cfg}, Recycler::Options{});
+  EXPECT_EQ(r.exit_code(scaled(10s)), 2);
+  EXPECT_THAT(r.output(), HasSubstr("g.yaml:6:9: error: programs.train.policies[0].memory: reads "
+                                    "GPU memory through NVML, which cannot be used: cannot load "
+                                    "NVML: /nonexistent/libnvidia-ml.so.1"));
+}
+
+TEST(Gpu, AMissingNvmlIsOneWarningForAConfigThatOnlyRecordsTimelines) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  idle:
+    command: [/bin/sleep, "60"]
+    sample_interval: 50ms
+    timeline: {dir: )" + sb.tmp() + R"(/timelines}
+)",
+                                                   gpu_section("/nonexistent/libnvidia-ml.so.1")));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("GPU: cannot load NVML: /nonexistent/libnvidia-ml.so.1", scaled(10s)));
+  // Samples go on (the timeline grows) and the warning is not repeated.
+  std::string csv = sb.tmp() + "/timelines/idle.0.csv";
+  ASSERT_TRUE(until(
+      r, [&] { return rows(csv) >= 20; }, scaled(20s)));
+  EXPECT_EQ(r.count("GPU: cannot load NVML"), 1u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Gpu, ADriverThatGoesAwayIsAWarningAndHostMemoryIsStillSupervised) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  leak:
+    command: [")" + leaky_bin() + R"(", "--rate", "20MiB", "--step", "50", "--max", "1GiB"]
+    limits: {memory_max: 512MiB}
+    sample_interval: 100ms
+    policies:
+      - memory: {metric: gpu, limit: 90%}
+      - memory: {metric: anon, limit: 100MiB}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  ASSERT_TRUE(r.wait_for("leak[0] started: pid"));
+  std::ofstream(gpu.dir + "/lost") << "";
+  ASSERT_TRUE(r.wait_for("GPU: nvmlDeviceGetCount_v2: GPU is lost", scaled(10s)));
+  ASSERT_TRUE(r.wait_for("leak[0] recycle: anon", scaled(30s)));
+  std::filesystem::remove(gpu.dir + "/lost");
+  ASSERT_TRUE(r.wait_for("GPU: NVML answers again: 1 device", scaled(10s)));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+}  // namespace
+}  // namespace recycler::testing

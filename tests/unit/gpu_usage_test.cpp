@@ -1,0 +1,112 @@
+// Attributing an NVML snapshot to a worker's processes, and the pid NVML
+// knows a process by when recycler runs in a nested pid namespace.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "supervisor/gpu/usage.h"
+#include "supervisor/util/fd.h"
+
+namespace recycler::gpu {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+Snapshot two_gpus() {
+  Snapshot s;
+  s.devices = {Device{0, -1, 16 * kGiB}, Device{1, -1, 80 * kGiB}};
+  s.uses = {ProcessUse{10, 0, 2 * kGiB}, ProcessUse{11, 1, kGiB}, ProcessUse{11, 0, kGiB},
+            ProcessUse{99, 1, 40 * kGiB}};
+  return s;
+}
+
+TEST(GpuUsage, TheWorkersGpuIsItsFullestDeviceAndGpuTotalTheSum) {
+  std::vector<pid_t> worker{10, 11};
+  Usage u = attribute(two_gpus(), worker);
+  EXPECT_EQ(u.gpu, 3 * kGiB) << "GPU 0: 2 + 1 GiB, GPU 1: 1 GiB";
+  EXPECT_EQ(u.gpu_capacity, 16 * kGiB) << "a percentage is of the device it is fullest on";
+  EXPECT_EQ(u.gpu_total, 4 * kGiB);
+  EXPECT_EQ(u.gpu_total_capacity, 96 * kGiB);
+}
+
+TEST(GpuUsage, OtherWorkersProcessesAreNotCounted) {
+  std::vector<pid_t> worker{11};
+  Usage u = attribute(two_gpus(), worker);
+  EXPECT_EQ(u.gpu, kGiB);
+  EXPECT_EQ(u.gpu_total, 2 * kGiB);
+}
+
+TEST(GpuUsage, AWorkerOnNoGpuHoldsZeroWithNoCapacity) {
+  std::vector<pid_t> worker{12};
+  Usage u = attribute(two_gpus(), worker);
+  EXPECT_EQ(u.gpu, 0u);
+  EXPECT_EQ(u.gpu_total, 0u);
+  EXPECT_FALSE(u.gpu_capacity) << "no device: a percentage limit has nothing to be of";
+}
+
+TEST(GpuUsage, AnIncompleteSnapshotTellsNothing) {
+  Snapshot s = two_gpus();
+  s.complete = false;
+  std::vector<pid_t> worker{10};
+  Usage u = attribute(s, worker);
+  EXPECT_FALSE(u.gpu);
+  EXPECT_FALSE(u.gpu_total);
+}
+
+class ProcRoot : public ::testing::Test {
+ protected:
+  ProcRoot() {
+    char tmpl[] = "/tmp/fake-proc.XXXXXX";
+    root_ = ::mkdtemp(tmpl);
+    fd_ = UniqueFd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  }
+  ~ProcRoot() override { std::filesystem::remove_all(root_); }
+  void status(pid_t pid, const std::string& nspid) {
+    std::filesystem::create_directory(root_ / std::to_string(pid));
+    std::ofstream(root_ / std::to_string(pid) / "status")
+        << "Name:\tpython3\nTgid:\t" << pid << "\nNgid:\t0\nPid:\t" << pid << "\n"
+        << nspid << "\nNSsid:\t1\n";
+  }
+  std::filesystem::path root_;
+  UniqueFd fd_;
+};
+
+TEST_F(ProcRoot, InANestedPidNamespaceTheHostPidIsTheFirstOfNSpid) {
+  status(42, "NSpid:\t91234\t42");
+  EXPECT_EQ(host_pid(fd_.get(), 42), 91234);
+  status(7, "NSpid:\t5000\t300\t7");
+  EXPECT_EQ(host_pid(fd_.get(), 7), 5000);
+}
+
+TEST_F(ProcRoot, WithoutNestingOrWithoutTheFileThePidIsItsOwn) {
+  status(42, "NSpid:\t42");
+  EXPECT_EQ(host_pid(fd_.get(), 42), 42);
+  EXPECT_EQ(host_pid(fd_.get(), 43), 43) << "no such process";
+  status(44, "NSpid:\tgarbage 12");
+  EXPECT_EQ(host_pid(fd_.get(), 44), 44);
+}
+
+TEST_F(ProcRoot, ANestedNamespaceIsRecognisedFromRecyclersOwnNSpid) {
+  status(1, "NSpid:\t7001\t1");
+  status(2, "NSpid:\t2");
+  EXPECT_TRUE(nested_pid_namespace(fd_.get(), 1));
+  EXPECT_FALSE(nested_pid_namespace(fd_.get(), 2));
+  EXPECT_FALSE(nested_pid_namespace(fd_.get(), 3));
+}
+
+TEST_F(ProcRoot, NvmlsHostPidsAreAttributedToTheWorkerThroughNSpid) {
+  status(42, "NSpid:\t91234\t42");
+  Snapshot s;
+  s.devices = {Device{0, -1, 80 * kGiB}};
+  s.uses = {ProcessUse{91234, 0, 5 * kGiB}, ProcessUse{42, 0, kGiB}};  // 42: another host pid
+  std::vector<pid_t> host{host_pid(fd_.get(), 42)};
+  EXPECT_EQ(attribute(s, host).gpu, 5 * kGiB);
+}
+
+}  // namespace
+}  // namespace recycler::gpu
