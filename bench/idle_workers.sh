@@ -20,6 +20,7 @@
 # '[{memory: {metric: anon, limit: 48MiB}}]') the program gets those policies
 # and `sample_interval: ${BENCH_INTERVAL:-1s}`, and the CPU figure is also given
 # per sampled worker per sample: the cost of watching a worker.
+# BENCH_TOP adds top-level YAML (e.g. 'gpu: {nvml: PATH}', bench/gpu_sampling.sh).
 # With BENCH_TIMELINE=DIR as well, every sample is also recorded to DIR
 # (timeline: {dir: DIR}): the cost of the timeline on top.
 # Exit status: 0 when all that went as expected, 1 otherwise.
@@ -95,6 +96,7 @@ now() { date +%s.%N; }
 cat >"$CONFIG" <<EOF
 log: {level: info, format: text}
 cgroup_root: $ROOT
+${BENCH_TOP:-}
 programs:
   idle:
     command: ["sleep", "100000"]

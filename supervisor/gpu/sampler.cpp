@@ -34,8 +34,7 @@ Sampler::~Sampler() {
 void Sampler::want(Duration interval) {
   if (interval_ && *interval_ <= interval) return;
   interval_ = interval;
-  timer_.reset();
-  if (!in_flight_) tick();
+  tick();  // re-arms at the new interval; queries now unless one is under way
 }
 
 void Sampler::tick() {

@@ -219,6 +219,14 @@ TEST_F(SamplerTest, TheLatestSnapshotIsAttributedToEachWorkersProcesses) {
   EXPECT_EQ(sampler_->usage(worker).gpu, 3 * kGiB);
 }
 
+TEST_F(SamplerTest, AShorterIntervalAskedForWhileAQueryIsUnderWayKeepsItTicking) {
+  fake_.write("devices", std::to_string(80 * kGiB) + "\n");
+  sampler_ = std::make_unique<Sampler>(&loop_, timers_, FAKE_NVML, "/proc", ::getpid());
+  sampler_->want(std::chrono::milliseconds(50));  // a query is now under way
+  sampler_->want(std::chrono::milliseconds(10));  // a second program samples faster
+  ASSERT_TRUE(run_until([&] { return sampler_->answered() >= 3; }));
+}
+
 TEST_F(SamplerTest, ADriverThatFailsEmptiesTheFiguresAndTheyComeBackWithIt) {
   fake_.write("devices", std::to_string(80 * kGiB) + "\n");
   fake_.write("procs/4242", "0 " + std::to_string(kGiB) + "\n");
