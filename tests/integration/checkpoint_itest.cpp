@@ -136,7 +136,8 @@ TEST(Timeline, EachRunsSamplesAndEventsAreRecordedToCsv) {
   // The first run's samples were rotated to .1 when the second run began.
   auto first = file_lines(dir + "/ck.0.csv.1");
   ASSERT_GE(first.size(), 3u) << "header and at least two samples";
-  EXPECT_EQ(first[0], "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration");
+  EXPECT_EQ(first[0],
+            "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration");
   // t from 0, the cgroup's figures filled in, the leak visible in anon.
   EXPECT_THAT(first[1], ::testing::MatchesRegex("0\\.[0-9]{3},[0-9]+,[0-9]+,[0-9]+,.*"));
   auto anon = [](const std::string& row) {

@@ -15,7 +15,8 @@ const std::string kCorpus = kFixtures + "/corpus/corpus.yaml";
 
 TEST(Replay, HelpDocumentsTheTraceFormatTheOutputAndTheExitStatus) {
   Recycler r({"replay", "--help"}, Recycler::Options{});
-  EXPECT_TRUE(r.wait_for("t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration"));
+  EXPECT_TRUE(r.wait_for(
+      "t,current,anon,file,rss,pss,uss,device,requests,threads,gpu,gpu_total,iteration"));
   EXPECT_TRUE(r.wait_for("timeline: {dir: DIR}"));
   EXPECT_TRUE(r.wait_for(R"({"t": 997.0, "policy": "memory", "action": "restart")"));
   EXPECT_TRUE(r.wait_for("Exit status: 0 when the trace was replayed"));
