@@ -264,12 +264,20 @@ void ProgramMonitor::execute(engine::Command& command) {
             pid_t pid = c.pid;
             // The worker may outlive this monitor (a reload replaces it).
             std::weak_ptr<ProgramMonitor*> self = self_;
-            SignalResult r = w.signal_process(pid, c.signal, [self, index, pid] {
-              if (auto alive = self.lock()) {
-                (*alive)->controller_.process_exited(index, pid);
-                (*alive)->run_commands();
-              }
-            });
+            SignalResult r = w.signal_process(
+                pid, c.signal,
+                [self, index, pid] {
+                  if (auto alive = self.lock()) {
+                    (*alive)->controller_.process_exited(index, pid);
+                    (*alive)->run_commands();
+                  }
+                },
+                [self, index, pid] {
+                  if (auto alive = self.lock()) {
+                    (*alive)->controller_.process_left(index, pid);
+                    (*alive)->run_commands();
+                  }
+                });
             controller_.process_signalled(index, pid,
                                           r == SignalResult::Sent ? engine::Signalled::Sent
                                           : r == SignalResult::NotMember

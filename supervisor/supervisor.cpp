@@ -77,6 +77,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc) {
+  context_.service = &service_;
   context_.on_output = [this](Worker& w, pid_t pid, std::string_view line) {
     if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
   };

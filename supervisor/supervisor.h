@@ -27,6 +27,7 @@
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
+#include "supervisor/probe/service.h"
 #include "supervisor/process.h"
 #include "supervisor/uv.h"
 #include "supervisor/worker.h"
@@ -106,6 +107,7 @@ class Supervisor {
   ProcessTable processes_{&loop_};
   std::mt19937_64 rng_;
   std::vector<std::string> base_env_;
+  probe::ProcServiceProbe service_;
   WorkerContext context_;
   probe::ProcessReader procs_;
   std::unique_ptr<gpu::Sampler> gpu_;

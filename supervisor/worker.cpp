@@ -377,7 +377,8 @@ int Worker::checkpoint(int signal, RecycleCause cause) {
   return 0;
 }
 
-SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit) {
+SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit,
+                                    std::function<void()> on_left) {
   if (signalled_.count(pid)) return SignalResult::Sent;
   // A pre-fork server's master reaps its own children, so the pid may be
   // gone (or reused) by now. The pidfd pins the process; it must still be in
@@ -385,8 +386,10 @@ SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()>
   auto attached = ctx_.launcher.attach(pid, [this, pid] {
     auto it = signalled_.find(pid);
     if (it == signalled_.end()) return;
+    auto left = std::move(it->second.on_left);
     auto done = std::move(it->second.on_exit);
     signalled_.erase(it);  // the Process too: its callback is over once this returns
+    if (left) left();
     if (done) done();
   });
   if (!attached) return SignalResult::NotMember;
@@ -407,7 +410,25 @@ SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()>
     signalled_.erase(pid);
     return SignalResult::Gone;
   }
+  entry.on_left = std::move(on_left);
+  if (entry.on_left && ctx_.service) {
+    entry.listeners = ctx_.service->shared_sockets(pid);
+    if (!entry.listeners.empty())
+      entry.leave_poll = ctx_.timers.after(kLeavePoll, [this, pid] { poll_left(pid); });
+  }
   return SignalResult::Sent;
+}
+
+void Worker::poll_left(pid_t pid) {
+  auto it = signalled_.find(pid);
+  if (it == signalled_.end()) return;
+  Signalled& entry = it->second;
+  if (ctx_.service->holds_any(pid, entry.listeners)) {
+    entry.leave_poll = ctx_.timers.after(kLeavePoll, [this, pid] { poll_left(pid); });
+    return;
+  }
+  entry.leave_poll.reset();
+  if (auto left = std::exchange(entry.on_left, nullptr)) left();
 }
 
 bool Worker::terminate(Process& process, int signal, std::unique_ptr<Timer>& escalate,

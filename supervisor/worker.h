@@ -27,6 +27,7 @@
 #include "policies/restart_backoff.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/probe/service.h"
 #include "supervisor/process.h"
 #include "supervisor/timers.h"
 
@@ -71,6 +72,9 @@ struct WorkerContext {
   std::optional<config::Rlimit> worker_nofile = std::nullopt;
   // Every whole output line of a program that counts requests by pattern.
   std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
+  // Sees a signalled process of a pre-fork server leave service before it
+  // exits (probe/service.h); null: only its exit counts.
+  const probe::ServiceProbe* service = nullptr;
 };
 
 // Why a start follows a recycle, for the replacement's environment.
@@ -124,8 +128,13 @@ class Worker {
   // Recycles one process of the worker (a pre-fork server's child): `signal`
   // through a pidfd once it is known to be in the worker's cgroup, SIGKILL
   // after stop.timeout if it is still there; `on_exit` once it has exited
-  // (only after Sent). Forgotten when the worker stops.
-  SignalResult signal_process(pid_t pid, int signal, std::function<void()> on_exit);
+  // (only after Sent). `on_left` once it has left service: it closed the
+  // listening sockets it shared with its parent (polled every kLeavePoll,
+  // through WorkerContext::service), or, at the latest, when it exits; a
+  // Python worker closes them within a request of the signal and may take
+  // 50-120 ms more to exit. Forgotten when the worker stops.
+  SignalResult signal_process(pid_t pid, int signal, std::function<void()> on_exit,
+                              std::function<void()> on_left = nullptr);
   size_t signalled_processes() const { return signalled_.size(); }
 
   StopPhase phase() const { return phase_; }
@@ -144,6 +153,8 @@ class Worker {
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout{5000};
   static constexpr Duration kDrainPoll{10};
+  // How often a signalled process is looked at until it has left service.
+  static constexpr Duration kLeavePoll{2};
 
  private:
   void set_state(WorkerState s);
@@ -192,7 +203,11 @@ class Worker {
     std::unique_ptr<Process> process;
     std::unique_ptr<Timer> escalate;
     std::function<void()> on_exit;
+    std::function<void()> on_left;      // until it has left service
+    std::vector<uint64_t> listeners;    // the sockets it shares with its master
+    std::unique_ptr<Timer> leave_poll;  // while it still holds them
   };
+  void poll_left(pid_t pid);
   std::map<pid_t, Signalled> signalled_;
 };
 

@@ -240,12 +240,13 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
   }
 }
 
-void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& decision) {
+void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& decision,
+                                  bool waited) {
   if (decision.action == Decision::Action::Signal) {
     // A pre-fork server's master reaps its own children, so the pid may be
     // gone (or reused) by now: the worker looks before anything is logged
     // (process_signalled).
-    signalled_[decision.pid] = InFlight{slot, policy, decision, false};
+    signalled_[decision.pid] = InFlight{slot, policy, decision, false, false, waited};
     emit(SignalProcess{slot, decision.pid, decision.signal ? decision.signal : SIGTERM});
     return;
   }
@@ -261,7 +262,7 @@ void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& 
 
 // The recycle line and event, and its timeline row.
 void RecycleController::announce(unsigned slot, size_t policy, const Decision& decision,
-                                 pid_t target) {
+                                 pid_t target, bool waited) {
   const policies::Policy& p = *policies_[policy];
   const Slot& s = slots_[slot];
   log::Fields fields{{"program", program_->name},
@@ -272,11 +273,21 @@ void RecycleController::announce(unsigned slot, size_t policy, const Decision& d
                      {"action", policies::to_string(decision.action)},
                      {"reason", decision.reason}};
   if (decision.predicted_s) fields.emplace_back("predicted_s", *decision.predicted_s);
+  // The requests served at the moment of the signal (the reason's count is
+  // from the decision, which may have waited its turn).
+  std::string served;
+  if (decision.action == Decision::Action::Signal && s.run) {
+    auto it = s.run->pid_requests.find(target);
+    uint64_t n = it == s.run->pid_requests.end() ? 0 : it->second;
+    fields.emplace_back("requests", n);
+    if (waited) served = fmt::format("; {} requests at the signal", n);
+  }
   record(slot, "recycle", target, cause_text(policy, decision));
   std::string what = decision.action == Decision::Action::Signal ? " pid " + std::to_string(target)
                                                                  : std::string();
   event(LogLevel::Info, "recycle",
-        fmt::format("{} recycle{}: {} ({} policy)", name(slot), what, decision.reason, p.name()),
+        fmt::format("{} recycle{}: {} ({} policy{})", name(slot), what, decision.reason, p.name(),
+                    served),
         std::move(fields));
   if (acted_) acted_(slot, policy, decision);
 }
@@ -390,25 +401,45 @@ void RecycleController::process_signalled(unsigned slot, pid_t pid, Signalled re
       finished(key);
       return;
     case Signalled::Gone:
-      announce(slot, it->second.policy, it->second.decision, pid);
+      announce(slot, it->second.policy, it->second.decision, pid, it->second.waited);
       log(LogLevel::Debug, fmt::format("{}: pid {} is gone already", name(slot), pid));
       signalled_.erase(it);
       finished(key);
       return;
     case Signalled::Sent:
-      announce(slot, it->second.policy, it->second.decision, pid);
+      announce(slot, it->second.policy, it->second.decision, pid, it->second.waited);
       it->second.sent = true;
       return;
   }
 }
 
+void RecycleController::process_left(unsigned slot, pid_t pid) {
+  auto it = signalled_.find(pid);
+  if (it == signalled_.end() || it->second.slot != slot || it->second.left) return;
+  it->second.left = true;
+  log(LogLevel::Debug, fmt::format("{}: pid {} has left service", name(slot), pid));
+  finished({slot, pid});
+}
+
 void RecycleController::process_exited(unsigned slot, pid_t pid) {
   auto it = signalled_.find(pid);
   if (it == signalled_.end() || it->second.slot != slot) return;
+  bool left = it->second.left;
   signalled_.erase(it);
   RecycleKey key{slot, pid};
+  if (const Slot& s = slots_[slot]; s.run) {
+    auto counted = s.run->pid_requests.find(pid);
+    uint64_t n = counted == s.run->pid_requests.end() ? 0 : counted->second;
+    event(LogLevel::Info, "exited",
+          fmt::format("{} pid {} exited after its recycle: {} requests served", name(slot), pid, n),
+          {{"program", program_->name},
+           {"slot", slot},
+           {"pid", pid},
+           {"generation", s.run->generation},
+           {"requests", n}});
+  }
   forget_process(key);
-  finished(key);
+  if (!left) finished(key);
 }
 
 void RecycleController::forget_process(RecycleKey key) {
@@ -436,7 +467,7 @@ void RecycleController::admit(const std::vector<RecycleKey>& keys) {
     waiting_.erase(it);
     const Slot& s = slots_[key.slot];
     if (running(key.slot) && s.run->generation == waiting.generation)
-      carry_out(key.slot, waiting.policy, waiting.decision);
+      carry_out(key.slot, waiting.policy, waiting.decision, true);
     else
       finished(key);
   }
@@ -452,6 +483,10 @@ void RecycleController::notified(unsigned slot, pid_t sender, const notify::Noti
     log(LogLevel::Debug, fmt::format("{} is ready (READY=1 from pid {})", name(slot), sender));
   }
   if (m.status) log(LogLevel::Debug, fmt::format("{} status: {}", name(slot), *m.status));
+  // A signalled process of a pre-fork server that says it is going (gunicorn's
+  // worker_exit hook sends STOPPING=1 once it has left its accept loop) no
+  // longer serves, whether or not it still holds its listening sockets.
+  if (m.stopping) process_left(slot, sender);
   if (m.checkpointed) {
     if (!run.checkpoint) {
       log(LogLevel::Debug,

@@ -163,6 +163,14 @@ class RecycleController {
   // The worker was not running when a RecycleWorker came.
   void recycle_refused(unsigned slot);
   void process_signalled(unsigned slot, pid_t pid, Signalled result);
+  // The signalled process has left service (closed the listening sockets it
+  // shared with its master; Worker::signal_process): its place in the queue
+  // goes to the next recycle. A Python worker does so within a request of
+  // the signal, then may take 50-120 ms more to exit; holding the queue that
+  // long let the next process at its limit serve hundreds of requests more.
+  void process_left(unsigned slot, pid_t pid);
+  // It exited (left service then, if not before): logged with the requests
+  // it served in all.
   void process_exited(unsigned slot, pid_t pid);
 
   // The worker's processes, for the pids its output names: known() answers
@@ -220,6 +228,8 @@ class RecycleController {
     size_t policy = 0;
     Decision decision;
     bool sent = false;
+    bool left = false;    // process_left: no longer holds its place in the queue
+    bool waited = false;  // the decision waited its turn: the count moved on since
   };
   struct Waiting {
     size_t policy;
@@ -242,8 +252,9 @@ class RecycleController {
   void new_iteration(unsigned slot, uint64_t iteration);
   void report_outlook(unsigned slot, size_t policy);
   void decide(unsigned slot, size_t policy, Decision decision);
-  void carry_out(unsigned slot, size_t policy, const Decision& decision);
-  void announce(unsigned slot, size_t policy, const Decision& decision, pid_t target);
+  void carry_out(unsigned slot, size_t policy, const Decision& decision, bool waited = false);
+  void announce(unsigned slot, size_t policy, const Decision& decision, pid_t target,
+                bool waited = false);
   void restart(unsigned slot, size_t policy, std::string reason, bool resume);
   void end_checkpoint(unsigned slot, std::string_view why, bool resume);
   void forget_process(policies::RecycleKey key);

@@ -187,6 +187,55 @@ TEST_F(ControllerTest, AProcessScopeRecycleHoldsItsPlaceUntilTheProcessExits) {
   EXPECT_EQ(signals[1].pid, 102);
 }
 
+TEST_F(ControllerTest, AProcessThatLeftServiceGivesItsPlaceToTheNextBeforeItExits) {
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300), process(102, 200)};
+  sampled(s);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  now += 1s;
+  sampled(s);
+  EXPECT_EQ(all<SignalProcess>().size(), 1u) << "102 waits while 101 still serves";
+  // 101 says it is going (gunicorn's worker_exit hook), long before it exits.
+  notify::NotifyMessage stopping;
+  stopping.stopping = true;
+  controller->notified(0, 101, stopping);
+  take();
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 2u);
+  EXPECT_EQ(signals[1].pid, 102);
+  EXPECT_TRUE(logged("pid 101 has left service"));
+  controller->process_exited(0, 101);
+  take();
+  EXPECT_TRUE(logged("app[0] pid 101 exited after its recycle: 0 requests served"));
+  // Its exit does not free a second place.
+  controller->process_left(0, 102);
+  take();
+  EXPECT_EQ(all<SignalProcess>().size(), 2u);
+}
+
+TEST_F(ControllerTest, ARecycleThatWaitedSaysHowManyRequestsTheProcessServedAtTheSignal) {
+  make("    policies:\n      - max_requests: {limit: 10, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 1), process(102, 1)};
+  sampled(s);
+  controller->requests(0, 101, 10);
+  controller->requests(0, 102, 10);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  controller->requests(0, 102, 5);  // 102 served on while it waited
+  controller->process_left(0, 101);
+  take();
+  controller->process_signalled(0, 102, Signalled::Sent);
+  take();
+  EXPECT_TRUE(
+      logged("app[0] recycle pid 102: 10 requests >= limit 10 (max_requests policy; 15 "
+             "requests at the signal)"));
+}
+
 TEST_F(ControllerTest, ASignalledProcessIsPassedOverSoTheNextOffenderIsFound) {
   make(
       "    max_concurrent_recycles: 2\n"
