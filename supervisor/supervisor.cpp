@@ -89,6 +89,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 Supervisor::~Supervisor() {
   log::observe_events(nullptr);
   status_timer_.reset();
+  control_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   monitor_context_.gpu = nullptr;
@@ -137,6 +138,10 @@ int Supervisor::run() {
         },
         signum);
   }
+
+  // Before any cgroup: a second recycler of this config stops here.
+  open_control();
+  if (exit_code_ != 0) return exit_code_;
 
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
@@ -480,32 +485,44 @@ void Supervisor::start_gpu(const config::Config& config) {
   monitor_context_.gpu = gpu_.get();
 }
 
-void Supervisor::reload() {
+Supervisor::ReloadOutcome Supervisor::reload() {
+  ReloadOutcome out;
   if (options_.config_path.empty()) {
-    log::warn("SIGHUP: nothing to reload (recycler was started without a config file)");
-    return;
+    out.message = "nothing to reload (recycler was started without a config file)";
+    log::warn("SIGHUP: {}", out.message);
+    return out;
   }
   log::info("SIGHUP: reloading {}", options_.config_path);
   config::LoadResult loaded = config::load_file(options_.config_path);
-  for (const config::Diagnostic& w : loaded.warnings) log::warn("{}", w.str());
+  for (const config::Diagnostic& w : loaded.warnings) {
+    log::warn("{}", w.str());
+    out.warnings.push_back(w.str());
+  }
   if (!loaded.config) {
-    for (const config::Diagnostic& e : loaded.errors) log::error("{}", e.str());
-    log::error("reload failed: {} error{} in {}; the running configuration stays in effect",
-               loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
-    return;
+    for (const config::Diagnostic& e : loaded.errors) {
+      log::error("{}", e.str());
+      out.errors.push_back(e.str());
+    }
+    out.message = fmt::format(
+        "reload failed: {} error{} in {}; the running configuration stays in effect",
+        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
+    log::error("{}", out.message);
+    return out;
   }
   config::Config next = std::move(*loaded.config);
   if (next.cgroup_root != config_.cgroup_root) {
-    log::error(
+    out.message = fmt::format(
         "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
         "running configuration stays in effect (restart recycler to move it)",
         config_.cgroup_root, next.cgroup_root);
-    return;
+    log::error("{}", out.message);
+    return out;
   }
+  if (next.control != config_.control)
+    log::warn("control: the control socket stays as it is until recycler restarts");
   log::init(next.log.level, next.log.format);
   start_gpu(next);
 
-  unsigned unchanged = 0, restarted = 0, removed = 0, added = 0;
   std::vector<std::string> names;
   for (auto& [name, program] : programs_) names.push_back(name);
   for (const std::string& name : names) {
@@ -516,13 +533,13 @@ void Supervisor::reload() {
       if (program.replacing && !program.next) continue;
       log::info("{}: no longer in the config; stopping it", name);
       replace_program(name, nullptr);
-      ++removed;
+      out.stopped.push_back(name);
     } else if (!current || *wanted != *current) {
       log::info("{}: its configuration changed; restarting it", name);
       replace_program(name, std::make_shared<const config::ProgramConfig>(*wanted));
-      ++restarted;
+      out.restarted.push_back(name);
     } else {
-      ++unchanged;
+      out.unchanged.push_back(name);
     }
   }
   for (const config::ProgramConfig& p : next.programs) {
@@ -534,11 +551,19 @@ void Supervisor::reload() {
     warn_unenforced(*program.config);
     auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
     start_program(inserted);
-    ++added;
+    out.started.push_back(p.name);
   }
+  // What replaces a program starts afresh: an operator's stop does not hold it.
+  std::erase_if(held_, [&](const auto& h) {
+    return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
+  });
   config_ = std::move(next);
-  log::info("reloaded: {} unchanged, {} restarted, {} stopped, {} started", unchanged, restarted,
-            removed, added);
+  out.ok = true;
+  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
+                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
+                            out.started.size());
+  log::info("{}", out.message);
+  return out;
 }
 
 void Supervisor::notify_status() {
@@ -579,7 +604,8 @@ WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* mo
   s.program = cfg.name;
   s.slot = w.slot();
   s.state = to_string(w.state());
-  if (w.state() == WorkerState::Running || w.state() == WorkerState::Stopping)
+  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
+      w.phase() != StopPhase::None)
     s.phase = to_string(w.phase());
   s.pid = w.pid();
   s.generation = w.generation();
@@ -688,6 +714,7 @@ void Supervisor::finish_shutdown() {
   programs_.clear();
   escape_scan_.reset();
   status_timer_.reset();
+  control_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
@@ -710,6 +737,7 @@ void Supervisor::schedule_finished_check() {
 
 void Supervisor::check_finished() {
   if (shutting_down_ || start_up_) return;  // start_up_done checks again
+  if (!held_.empty()) return;               // an operator stopped them and may start them again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;
     for (auto& w : program.workers)

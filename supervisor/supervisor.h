@@ -18,11 +18,13 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/control/server.h"
 #include "supervisor/escapes.h"
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
@@ -99,7 +101,20 @@ class Supervisor {
   void scan_for_escapes();
   void run_ended(const Worker& worker);
   void on_signal(int signum);
-  void reload();
+  // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
+  struct ReloadOutcome {
+    bool ok = false;
+    std::string message;
+    std::vector<std::string> errors, warnings;  // file:line:col: ...
+    std::vector<std::string> unchanged, restarted, stopped, started;
+  };
+  ReloadOutcome reload();
+
+  // The control socket (control/server.h; supervisor_control.cpp).
+  void open_control();
+  std::string on_control(const control::Request& request);
+  std::string control_act(const control::Request& request);
+  Worker* find_worker(const std::string& program, unsigned slot);
   void shutdown(int exit_code, bool force);
   void finish_shutdown();
   void schedule_finished_check();
@@ -161,6 +176,11 @@ class Supervisor {
   TimePoint started_at_{};
   std::unique_ptr<Timer> status_timer_;
   std::string status_sent_;
+
+  std::unique_ptr<control::Server> control_;
+  // Slots an operator stopped (`recycler stop`): recycler does not exit
+  // while they are stopped, as it does when every program has exited.
+  std::set<std::pair<std::string, unsigned>> held_;
 
   bool shutting_down_ = false;
   bool forced_ = false;

@@ -384,6 +384,12 @@ int Worker::checkpoint(int signal, RecycleCause cause) {
   return 0;
 }
 
+bool Worker::signal(int signal) {
+  if ((state_ != WorkerState::Running && state_ != WorkerState::Stopping) || !process_)
+    return false;
+  return process_->signal(signal);
+}
+
 SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit) {
   if (signalled_.count(pid)) return SignalResult::Sent;
   // A pre-fork server's master reaps its own children, so the pid may be

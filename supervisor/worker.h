@@ -128,6 +128,10 @@ class Worker {
   SignalResult signal_process(pid_t pid, int signal, std::function<void()> on_exit);
   size_t signalled_processes() const { return signalled_.size(); }
 
+  // `signal` to the running main process (through its pidfd), as an
+  // operator asks (`recycler signal`); false when none runs.
+  bool signal(int signal);
+
   StopPhase phase() const { return phase_; }
 
   WorkerState state() const { return state_; }
