@@ -3,15 +3,17 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "policies/base/escape.h"
-#include "supervisor/config/parse.h"
+#include "policies/base/units.h"
 #include "supervisor/control/format.h"
 #include "supervisor/util/fd.h"
 
@@ -21,15 +23,29 @@ namespace {
 constexpr int kTimeoutSeconds = 30;
 constexpr size_t kMaxResponseBytes = 64u << 20;
 
+std::optional<std::string> configured_socket(const std::string& config_file) {
+  try {
+    YAML::Node root = YAML::LoadFile(config_file);
+    YAML::Node socket =
+        root.IsMap() && root["control"].IsMap() ? root["control"]["socket"] : YAML::Node();
+    if (!socket.IsScalar() || socket.Scalar().empty()) return std::nullopt;
+    std::filesystem::path path(socket.Scalar());
+    if (path.is_absolute()) return path.string();
+    return (std::filesystem::path(config_file).parent_path() / path).lexically_normal().string();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::string socket_path(const ClientOptions& o, std::string& why) {
   if (!o.socket.empty()) return o.socket;
   if (o.config_file.empty()) {
     why = "which recycler? give -c FILE (its config) or --socket PATH";
     return {};
   }
-  // The config's own control.socket, when it sets one and still loads.
-  config::LoadResult loaded = config::load_file(o.config_file);
-  if (loaded.config && !loaded.config->control.socket.empty()) return loaded.config->control.socket;
+  // The config's own control.socket, when it sets one: read alone, so that a
+  // config with errors elsewhere (a reload to come) still names it.
+  if (auto socket = configured_socket(o.config_file)) return *socket;
   auto path =
       default_socket_path(config_name(o.config_file), ::geteuid(), std::getenv("XDG_RUNTIME_DIR"));
   if (!path) why = "no runtime directory (not root and XDG_RUNTIME_DIR unset); give --socket PATH";
