@@ -4,6 +4,7 @@
 #include <fmt/chrono.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 
@@ -57,8 +58,11 @@ void Supervisor::open_control() {
       control::Server::open(&loop_, timers_, {path, config_.control.mode, config_.control.gid},
                             [this](const control::Request& r) { return on_control(r); });
   if (!server) {
-    // A config's recycler must be reachable; a wrapped command runs on without.
-    if (!options_.wrap_mode) {
+    // Another recycler of this config, or a socket the config asks for and
+    // cannot have: an error. A wrapped command, or a default place that
+    // cannot hold one (a runtime directory of another user), runs on without.
+    bool asked = !config_.control.socket.empty() || server.error().code == EADDRINUSE;
+    if (!options_.wrap_mode && asked) {
       log::error("{}", server.error().message);
       exit_code_ = 1;
     } else {

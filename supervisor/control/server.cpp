@@ -85,7 +85,8 @@ Result<std::unique_ptr<Server>> Server::open(uv_loop_t* loop, Timers& timers, Se
       return Error{"control socket " + path + " exists and is not a socket; remove it"};
     if (answers(dirfd, s->name_))
       return Error{"another recycler is running this config: its control socket " + path +
-                   " answers (set control.socket to run a second one)"};
+                       " answers (set control.socket to run a second one)",
+                   EADDRINUSE};
     // A stale socket of a recycler that is gone.
     if (::unlinkat(dirfd, s->name_.c_str(), 0) != 0 && errno != ENOENT)
       return errno_error("control socket: remove the stale " + path);

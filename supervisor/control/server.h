@@ -51,6 +51,7 @@ class Server {
   // `events` requests are answered by the server itself.
   using Handler = std::function<std::string(const Request&)>;
 
+  // The error's code is EADDRINUSE when another recycler answers there.
   static Result<std::unique_ptr<Server>> open(uv_loop_t* loop, Timers& timers,
                                               ServerOptions options, Handler handler);
   ~Server();  // closes every client and removes the socket file

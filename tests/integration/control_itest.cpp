@@ -402,7 +402,8 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
 TEST_F(Control, TheDefaultSocketIsFoundFromTheConfigAndASecondRecyclerIsRefused) {
   // Named after the config file: unique per test run.
   std::string name = "ctl-itest-" + std::to_string(::getpid());
-  std::string cfg = sb_->write(name + ".yaml", config_yaml(*sb_, kTwoSleepers));
+  std::string cfg = sb_->write(
+      name + ".yaml", "cgroup_root: " + sb_->cgroup_root() + "\nprograms:\n" + kTwoSleepers);
   Recycler r({"run", "-c", cfg}, *sb_);
   ASSERT_TRUE(r.wait_for("control socket: /run/recycler/" + name + ".sock"));
   ASSERT_TRUE(r.wait_for_count("started: pid", 2));
