@@ -399,6 +399,40 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }
 
+TEST_F(Control, SystemdStatusSaysWhatRunsAndChangesWithIt) {
+  // systemd's side of Type=notify: a datagram socket named in NOTIFY_SOCKET.
+  std::string path = sb_->tmp() + "/systemd.notify";
+  UniqueFd systemd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  ASSERT_EQ(::bind(systemd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  std::string received;
+  auto wait_status = [&](const std::string& needle) {
+    auto deadline = std::chrono::steady_clock::now() + scaled(10s);
+    while (received.find(needle) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      pollfd p{systemd.get(), POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(systemd.get(), buf, sizeof(buf), 0);
+      if (n > 0) received.append(buf, static_cast<size_t>(n)).append("\n");
+    }
+    return received.find(needle) != std::string::npos;
+  };
+  std::string cfg = write_config(kTwoSleepers);
+  Recycler::Options o = in_sandbox(*sb_);
+  o.env.push_back("NOTIFY_SOCKET=" + path);
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  EXPECT_TRUE(wait_status("READY=1\nSTATUS=1 program, 2 workers running, 0 recycles, 0 OOM kills"))
+      << received;
+  EXPECT_EQ(cli({"recycle", "--socket", socket_, "web:0"}).code, 0);
+  EXPECT_TRUE(wait_status("STATUS=1 program, 2 workers running, 1 recycle, 0 OOM kills"))
+      << received;
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
 TEST_F(Control, TheDefaultSocketIsFoundFromTheConfigAndASecondRecyclerIsRefused) {
   // Named after the config file: unique per test run.
   std::string name = "ctl-itest-" + std::to_string(::getpid());
