@@ -236,6 +236,18 @@ TEST_F(Control, RestartStopAndStartOneProgram) {
   EXPECT_EQ(api[0]["generation"], 3);
   EXPECT_EQ(api[0]["state"], "running");
 
+  // top: not a terminal here, so plain text, once per refresh, and it stops by itself.
+  Cli top = cli({"top", "--socket", socket_, "-n", "2", "--interval", "0.1"});
+  EXPECT_EQ(top.code, 0) << top.err;
+  EXPECT_EQ(top.out.find('\x1b'), std::string::npos) << "no escapes when not a terminal";
+  size_t views = 0;
+  for (size_t at = 0;
+       (at = top.out.find("recycler: 2 programs, 3 workers running", at)) != std::string::npos;
+       ++at)
+    ++views;
+  EXPECT_EQ(views, 2u) << top.out;
+  EXPECT_THAT(top.out, HasSubstr("api[0]"));
+
   Cli unknown = cli({"restart", "--socket", socket_, "nope"});
   EXPECT_EQ(unknown.code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("no program \"nope\""));
@@ -353,6 +365,15 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
   EXPECT_TRUE(closed_within(garbage.get(), scaled(5s), &said));
   EXPECT_THAT(said, HasSubstr("\"ok\":false"));
   EXPECT_THAT(said, HasSubstr("not JSON"));
+
+  // A request longer than 64 KiB: one error line, then closed.
+  UniqueFd huge = connect_to(socket_);
+  ASSERT_TRUE(huge);
+  std::string long_line(70 * 1024, 'x');
+  ::send(huge.get(), long_line.data(), long_line.size(), MSG_NOSIGNAL);
+  std::string huge_said;
+  EXPECT_TRUE(closed_within(huge.get(), scaled(5s), &huge_said));
+  EXPECT_THAT(huge_said, HasSubstr("request too long"));
 
   // Another user: the socket file keeps it out; and were the file opened to
   // all, the credentials check would.
