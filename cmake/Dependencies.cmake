@@ -8,6 +8,8 @@ find_package(yaml-cpp 0.7 REQUIRED)
 find_package(spdlog 1.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
+# The control socket's protocol: one JSON object per line.
+find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
 if(RECYCLER_BUILD_TESTS)
   find_package(GTest REQUIRED)

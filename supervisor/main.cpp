@@ -5,6 +5,8 @@
 //   recycler check -c FILE                    validate a config file
 //   recycler replay -c FILE --program NAME TRACE.csv
 //                                             feed a recorded timeline through the policies
+//   recycler status|start|stop|restart|recycle|signal|reload|events|top
+//                                             ask a running recycler (control/cli.h)
 //
 // Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
 // 127 command not found (wrap mode); in wrap mode, once the command has exited
@@ -19,6 +21,7 @@
 #include "policies/base/units.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/parse.h"
+#include "supervisor/control/cli.h"
 #include "supervisor/spawn.h"
 #include "supervisor/summary.h"
 #include "supervisor/supervisor.h"
@@ -338,6 +341,8 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("trace", replay.trace, "The trace: a samples CSV file")->required();
   replay_cmd->footer(kReplayHelp);
 
+  control::Cli control(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -347,5 +352,6 @@ int main(int argc, char** argv) {
   if (*run_cmd) return run_command(run);
   if (*check_cmd) return check_command(check_file);
   if (*replay_cmd) return replay_command(replay);
+  if (auto status = control.run()) return *status;
   return kUsageError;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "policies/base/units.h"
+#include "policies/metric.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/log.h"
 #include "supervisor/summary.h"
@@ -82,9 +83,14 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
     if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
   };
   uv_loop_init(&loop_);
+  log::observe_events([this](log::Level, std::string_view name, std::string_view,
+                             const log::Fields& fields) { counters_.observe(name, fields); });
 }
 
 Supervisor::~Supervisor() {
+  log::observe_events(nullptr);
+  status_timer_.reset();
+  control_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   monitor_context_.gpu = nullptr;
@@ -117,6 +123,7 @@ int Supervisor::run() {
   struct Detach {
     ~Detach() { log::detach(); }
   } detach;
+  started_at_ = timers_.now();
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
@@ -132,6 +139,10 @@ int Supervisor::run() {
         },
         signum);
   }
+
+  // Before any cgroup: a second recycler of this config stops here.
+  open_control();
+  if (exit_code_ != 0) return exit_code_;
 
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
@@ -221,7 +232,9 @@ void Supervisor::start_up_done() {
   bool reload_now = start_up_->reload;
   start_up_idle_.reset();
   start_up_.reset();
-  notify_systemd("READY=1\nSTATUS=supervising " + std::to_string(programs_.size()) + " program(s)");
+  status_sent_ = summary_line(status(false));
+  notify_systemd("READY=1\nSTATUS=" + status_sent_);
+  if (std::getenv("NOTIFY_SOCKET")) notify_status();
   schedule_finished_check();
   if (reload_now) reload();
 }
@@ -473,32 +486,44 @@ void Supervisor::start_gpu(const config::Config& config) {
   monitor_context_.gpu = gpu_.get();
 }
 
-void Supervisor::reload() {
+Supervisor::ReloadOutcome Supervisor::reload() {
+  ReloadOutcome out;
   if (options_.config_path.empty()) {
-    log::warn("SIGHUP: nothing to reload (recycler was started without a config file)");
-    return;
+    out.message = "nothing to reload (recycler was started without a config file)";
+    log::warn("SIGHUP: {}", out.message);
+    return out;
   }
   log::info("SIGHUP: reloading {}", options_.config_path);
   config::LoadResult loaded = config::load_file(options_.config_path);
-  for (const config::Diagnostic& w : loaded.warnings) log::warn("{}", w.str());
+  for (const config::Diagnostic& w : loaded.warnings) {
+    log::warn("{}", w.str());
+    out.warnings.push_back(w.str());
+  }
   if (!loaded.config) {
-    for (const config::Diagnostic& e : loaded.errors) log::error("{}", e.str());
-    log::error("reload failed: {} error{} in {}; the running configuration stays in effect",
-               loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
-    return;
+    for (const config::Diagnostic& e : loaded.errors) {
+      log::error("{}", e.str());
+      out.errors.push_back(e.str());
+    }
+    out.message = fmt::format(
+        "reload failed: {} error{} in {}; the running configuration stays in effect",
+        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
+    log::error("{}", out.message);
+    return out;
   }
   config::Config next = std::move(*loaded.config);
   if (next.cgroup_root != config_.cgroup_root) {
-    log::error(
+    out.message = fmt::format(
         "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
         "running configuration stays in effect (restart recycler to move it)",
         config_.cgroup_root, next.cgroup_root);
-    return;
+    log::error("{}", out.message);
+    return out;
   }
+  if (next.control != config_.control)
+    log::warn("control: the control socket stays as it is until recycler restarts");
   log::init(next.log.level, next.log.format);
   start_gpu(next);
 
-  unsigned unchanged = 0, restarted = 0, removed = 0, added = 0;
   std::vector<std::string> names;
   for (auto& [name, program] : programs_) names.push_back(name);
   for (const std::string& name : names) {
@@ -509,13 +534,13 @@ void Supervisor::reload() {
       if (program.replacing && !program.next) continue;
       log::info("{}: no longer in the config; stopping it", name);
       replace_program(name, nullptr);
-      ++removed;
+      out.stopped.push_back(name);
     } else if (!current || *wanted != *current) {
       log::info("{}: its configuration changed; restarting it", name);
       replace_program(name, std::make_shared<const config::ProgramConfig>(*wanted));
-      ++restarted;
+      out.restarted.push_back(name);
     } else {
-      ++unchanged;
+      out.unchanged.push_back(name);
     }
   }
   for (const config::ProgramConfig& p : next.programs) {
@@ -527,11 +552,106 @@ void Supervisor::reload() {
     warn_unenforced(*program.config);
     auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
     start_program(inserted);
-    ++added;
+    out.started.push_back(p.name);
   }
+  // What replaces a program starts afresh: an operator's stop does not hold it.
+  std::erase_if(held_, [&](const auto& h) {
+    return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
+  });
   config_ = std::move(next);
-  log::info("reloaded: {} unchanged, {} restarted, {} stopped, {} started", unchanged, restarted,
-            removed, added);
+  out.ok = true;
+  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
+                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
+                            out.started.size());
+  log::info("{}", out.message);
+  return out;
+}
+
+void Supervisor::notify_status() {
+  status_timer_ = timers_.after(std::chrono::seconds(1), [this] {
+    if (shutting_down_) return;
+    std::string line = summary_line(status(false));
+    if (line != status_sent_) {
+      status_sent_ = line;
+      notify_systemd("STATUS=" + line);
+    }
+    notify_status();
+  });
+}
+
+SupervisorStatus Supervisor::status(bool workers) const {
+  SupervisorStatus out;
+  out.pid = ::getpid();
+  out.uptime_s = std::chrono::duration<double>(timers_.now() - started_at_).count();
+  out.config_path = options_.config_path;
+  for (const auto& [name, program] : programs_) {
+    ProgramStatus& p = out.programs.emplace_back();
+    p.name = name;
+    p.instances = program.config->instances;
+    for (const auto& w : program.workers) {
+      if (w->state() == WorkerState::Running) ++p.running;
+      if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));
+    }
+    out.workers += static_cast<unsigned>(program.workers.size());
+    out.workers_running += p.running;
+  }
+  counters_.fill(out);
+  return out;
+}
+
+WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* monitor) const {
+  WorkerStatus s;
+  const config::ProgramConfig& cfg = w.program();
+  s.program = cfg.name;
+  s.slot = w.slot();
+  s.state = to_string(w.state());
+  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
+      w.phase() != StopPhase::None)
+    s.phase = to_string(w.phase());
+  s.pid = w.pid();
+  s.generation = w.generation();
+  s.restarts_recycles = w.recycles();
+  s.restarts_crashes = w.crashes();
+  s.last_recycle_reason = w.last_recycle_reason();
+  if (s.pid) {
+    auto up = timers_.now() - w.started_at();
+    s.uptime_s = std::chrono::duration<double>(up).count();
+    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       (std::chrono::system_clock::now() - up).time_since_epoch())
+                       .count();
+  }
+  s.memory_metric = "current";
+  for (const config::PolicyConfig& p : cfg.policies) {
+    if (auto metric = p.policy->metric()) {
+      s.memory_metric = std::string(*metric);
+      s.limit = p.policy->limit(cfg.limits.memory_max);
+      break;
+    }
+  }
+  if (!s.limit) s.limit = cfg.limits.memory_max;
+  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
+  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
+  if (last && s.pid) {
+    using policies::Metric;
+    for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
+                     Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
+      if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
+    s.threads = last->threads;
+    s.requests = controller->requests_served(w.slot());
+    for (auto [policy, outlook] : controller->outlooks(w.slot()))
+      s.outlooks.push_back(
+          {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
+  }
+  // No policy samples the cgroup: its figures are read now (one read each).
+  if (s.pid && !s.memory.count("current")) {
+    if (auto dir = w.cgroup().memory_dir()) {
+      probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
+      if (m.current) s.memory["current"] = *m.current;
+      if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
+      if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
+    }
+  }
+  return s;
 }
 
 void Supervisor::shutdown(int exit_code, bool force) {
@@ -594,6 +714,8 @@ void Supervisor::finish_shutdown() {
   }
   programs_.clear();
   escape_scan_.reset();
+  status_timer_.reset();
+  control_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
@@ -616,6 +738,7 @@ void Supervisor::schedule_finished_check() {
 
 void Supervisor::check_finished() {
   if (shutting_down_ || start_up_) return;  // start_up_done checks again
+  if (!held_.empty()) return;               // an operator stopped them and may start them again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;
     for (auto& w : program.workers)

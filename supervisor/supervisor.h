@@ -18,17 +18,20 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/control/server.h"
 #include "supervisor/escapes.h"
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/probe/service.h"
 #include "supervisor/process.h"
+#include "supervisor/status.h"
 #include "supervisor/uv.h"
 #include "supervisor/worker.h"
 
@@ -50,6 +53,11 @@ class Supervisor {
 
   // Sets up cgroups, starts every program and runs until stopped; the exit code.
   int run();
+
+  // A snapshot of every program and worker (status.h), from the loop; with
+  // `workers` false, only the totals (no worker is looked at but for its
+  // state).
+  SupervisorStatus status(bool workers = true) const;
 
  private:
   struct Program {
@@ -78,6 +86,10 @@ class Supervisor {
   void stop_workers(Program& program, bool force, std::function<void()> done);
   void warn_unenforced(const config::ProgramConfig& program);
 
+  WorkerStatus worker_status(const Worker& worker, const ProgramMonitor* monitor) const;
+  // systemd's STATUS= line, sent when it changes (checked once a second).
+  void notify_status();
+
   void clear_workers(Program& program);
   ProgramMonitor* monitor_of(const Worker& worker);
   void open_runtime_dir();
@@ -90,7 +102,20 @@ class Supervisor {
   void scan_for_escapes();
   void run_ended(const Worker& worker);
   void on_signal(int signum);
-  void reload();
+  // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
+  struct ReloadOutcome {
+    bool ok = false;
+    std::string message;
+    std::vector<std::string> errors, warnings;  // file:line:col: ...
+    std::vector<std::string> unchanged, restarted, stopped, started;
+  };
+  ReloadOutcome reload();
+
+  // The control socket (control/server.h; supervisor_control.cpp).
+  void open_control();
+  std::string on_control(const control::Request& request);
+  std::string control_act(const control::Request& request);
+  Worker* find_worker(const std::string& program, unsigned slot);
   void shutdown(int exit_code, bool force);
   void finish_shutdown();
   void schedule_finished_check();
@@ -147,6 +172,17 @@ class Supervisor {
   };
   std::optional<StartUp> start_up_;      // while starting up
   uv::Handle<uv_idle_t> start_up_idle_;  // runs the next slice
+
+  // Exits and recycles since recycler started, across reloads (status.h).
+  StatusCounters counters_;
+  TimePoint started_at_{};
+  std::unique_ptr<Timer> status_timer_;
+  std::string status_sent_;
+
+  std::unique_ptr<control::Server> control_;
+  // Slots an operator stopped (`recycler stop`): recycler does not exit
+  // while they are stopped, as it does when every program has exited.
+  std::set<std::pair<std::string, unsigned>> held_;
 
   bool shutting_down_ = false;
   bool forced_ = false;

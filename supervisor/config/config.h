@@ -199,10 +199,23 @@ struct GpuConfig {
   bool operator==(const GpuConfig&) const = default;
 };
 
+// `control:`: the control socket (supervisor/control/). The socket's path
+// defaults to control::default_socket_path(); it is owner-only (mode 0600)
+// unless `mode` and `group` open it to a group, whose members may then use
+// it too (their credentials are checked as well).
+struct ControlConfig {
+  std::string socket;  // "" for the default
+  mode_t mode = 0600;
+  std::optional<std::string> group;
+  std::optional<gid_t> gid;  // resolved from group
+  bool operator==(const ControlConfig&) const = default;
+};
+
 struct Config {
   std::string path;  // the file it came from ("" when built from the command line)
   LogConfig log;
   std::optional<GpuConfig> gpu;
+  ControlConfig control;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;

@@ -106,7 +106,8 @@ void set(T& out, const std::optional<U>& v) {
 // ---------------------------------------------------------------------------
 // Top-level sections
 
-constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "gpu", "programs"};
+constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "gpu", "control", "programs"};
+constexpr std::string_view kControlKeys[] = {"socket", "mode", "group"};
 constexpr std::string_view kGpuKeys[] = {"nvml"};
 constexpr std::string_view kLogKeys[] = {"level", "format"};
 constexpr std::string_view kProgramKeys[] = {"command",
@@ -182,6 +183,53 @@ void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& g
       gpu->nvml = *text;
     else
       gpu->nvml = (base / *text).lexically_normal().string();
+  }
+}
+
+// control: {socket: PATH, mode: 0660, group: NAME}
+void parse_control(const Field& f, const fs::path& base, const HostLookup& host,
+                   ControlConfig& control, Report& r) {
+  if (f.null()) return;
+  auto map = read_map(f, r, kControlKeys);
+  if (!map) return;
+  if (auto* v = map->get("socket")) {
+    auto text = read_scalar(*v, "a path", r);
+    if (text && text->empty()) {
+      r.error(v->mark(), v->path + ": must not be empty");
+    } else if (text && text->find('\0') != std::string::npos) {
+      r.error(v->mark(), v->path + ": must not contain a NUL byte");
+    } else if (text) {
+      control.socket =
+          fs::path(*text).is_absolute() ? *text : (base / *text).lexically_normal().string();
+    }
+  }
+  if (auto* v = map->get("mode")) {
+    // Octal, as chmod takes it: 0600, 660.
+    auto text = read_scalar(*v, "an octal mode such as 0600", r);
+    if (text) {
+      bool octal = !text->empty() && text->size() <= 4 &&
+                   text->find_first_not_of("01234567") == std::string::npos;
+      mode_t mode = octal ? static_cast<mode_t>(std::stoul(*text, nullptr, 8)) : 0;
+      if (!octal)
+        r.error(v->mark(), v->path + ": expected an octal mode such as 0600, got " + quote(*text));
+      else if (mode & 0117)
+        r.error(v->mark(), v->path + ": " + quote(*text) +
+                               " would let others connect or mark the socket executable; use "
+                               "0600, or 0660 with a group");
+      else if ((mode & 0600) != 0600)
+        r.error(v->mark(), v->path + ": " + quote(*text) + " must give its owner read and write");
+      else
+        control.mode = mode;
+    }
+  }
+  if (auto* v = map->get("group")) {
+    auto name = read_scalar(*v, "a group name", r);
+    auto gid = name ? host.group(*name) : std::nullopt;
+    if (name && !gid) r.error(v->mark(), v->path + ": unknown group " + quote(*name));
+    if (gid) {
+      control.group = *name;
+      control.gid = *gid;
+    }
   }
 }
 
@@ -973,6 +1021,7 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
   if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
+  if (auto* v = top->find("control")) parse_control(*v, base, host, config.control, r);
   parse_programs(top->find("programs"), root.value.Mark(), config, base, host, specs, r);
   // The compile step: policies and request patterns, built once.
   for (size_t i = 0; i < specs.size(); ++i) compile(specs[i], config.programs[i], r);

@@ -517,8 +517,13 @@ size_t neighbour_recycles_in_time(const Recycler& r) {
 
 std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                         const std::string& extra_top_level) {
-  return "cgroup_root: " + sandbox.cgroup_root() + "\n" + extra_top_level + "programs:\n" +
-         programs;
+  // Its own control socket: tests run side by side, and the default one is
+  // named after the config file (the same r.yaml in many tests).
+  std::string control = extra_top_level.find("control:") == std::string::npos
+                            ? "control: {socket: " + sandbox.tmp() + "/control.sock}\n"
+                            : "";
+  return "cgroup_root: " + sandbox.cgroup_root() + "\n" + control + extra_top_level +
+         "programs:\n" + programs;
 }
 
 }  // namespace recycler::testing

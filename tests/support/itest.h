@@ -154,7 +154,8 @@ class Recycler {
 pid_t started_pid(const std::string& line);
 
 // A config file with one program per entry of `programs` (YAML snippets,
-// indented under the program name), using the sandbox's cgroup_root.
+// indented under the program name), using the sandbox's cgroup_root and a
+// control socket in its tmp() (unless `extra_top_level` has a `control:`).
 std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                         const std::string& extra_top_level = "");
 

@@ -666,5 +666,50 @@ TEST(PathWarning, PathsAreCheckedAsFiles) {
                           "executable file"));
 }
 
+// --- control: the control socket ---------------------------------------------
+
+TEST(Control, SocketModeAndGroup) {
+  LoadResult result =
+      parse(R"(control: {socket: run/api.sock, mode: 0660, group: )" + current_group() + R"(}
+programs:
+  api: {command: [/bin/true]}
+)");
+  ASSERT_TRUE(result.config) << lines(result.errors).front();
+  const ControlConfig& c = result.config->control;
+  EXPECT_EQ(c.socket, "run/api.sock") << "relative to the config's directory";
+  EXPECT_EQ(c.mode, 0660u);
+  EXPECT_EQ(c.group, current_group());
+  EXPECT_EQ(c.gid, ::getegid());
+  LoadResult plain = parse("programs:\n  api: {command: [/bin/true]}\n");
+  EXPECT_EQ(plain.config->control, ControlConfig{});
+  EXPECT_EQ(plain.config->control.mode, 0600u);
+}
+
+TEST(Control, ABadModeOrGroupOrKeyIsAnErrorAtItsPlace) {
+  EXPECT_THAT(errors(R"(control: {mode: 0666}
+programs: {api: {command: [/bin/true]}}
+)"),
+              ElementsAre(HasSubstr("test.yaml:1:17: error: control.mode: \"0666\" would let "
+                                    "others connect")));
+  EXPECT_THAT(
+      errors(R"(control: {mode: rw}
+programs: {api: {command: [/bin/true]}}
+)"),
+      ElementsAre(HasSubstr("test.yaml:1:17: error: control.mode: expected an octal mode")));
+  EXPECT_THAT(errors(R"(control: {mode: 0400}
+programs: {api: {command: [/bin/true]}}
+)"),
+              ElementsAre(HasSubstr("must give its owner read and write")));
+  EXPECT_THAT(errors(R"(control: {group: no-such-group-here}
+programs: {api: {command: [/bin/true]}}
+)"),
+              ElementsAre(HasSubstr("test.yaml:1:18: error: control.group: unknown group")));
+  EXPECT_THAT(errors(R"(control: {sockt: /run/x.sock}
+programs: {api: {command: [/bin/true]}}
+)"),
+              ElementsAre(AllOf(HasSubstr("test.yaml:1:11: error:"), HasSubstr("sockt"),
+                                HasSubstr("socket"))));
+}
+
 }  // namespace
 }  // namespace recycler::config

@@ -1,0 +1,325 @@
+#include "supervisor/control/client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "policies/base/escape.h"
+#include "policies/base/units.h"
+#include "supervisor/control/format.h"
+#include "supervisor/util/fd.h"
+
+namespace recycler::control {
+namespace {
+
+constexpr int kTimeoutSeconds = 30;
+constexpr size_t kMaxResponseBytes = 64u << 20;
+
+std::optional<std::string> configured_socket(const std::string& config_file) {
+  try {
+    YAML::Node root = YAML::LoadFile(config_file);
+    YAML::Node socket =
+        root.IsMap() && root["control"].IsMap() ? root["control"]["socket"] : YAML::Node();
+    if (!socket.IsScalar() || socket.Scalar().empty()) return std::nullopt;
+    std::filesystem::path path(socket.Scalar());
+    if (path.is_absolute()) return path.string();
+    return (std::filesystem::path(config_file).parent_path() / path).lexically_normal().string();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string socket_path(const ClientOptions& o, std::string& why) {
+  if (!o.socket.empty()) return o.socket;
+  if (o.config_file.empty()) {
+    why = "which recycler? give -c FILE (its config) or --socket PATH";
+    return {};
+  }
+  // The config's own control.socket, when it sets one: read alone, so that a
+  // config with errors elsewhere (a reload to come) still names it.
+  if (auto socket = configured_socket(o.config_file)) return *socket;
+  auto path =
+      default_socket_path(config_name(o.config_file), ::geteuid(), std::getenv("XDG_RUNTIME_DIR"));
+  if (!path) why = "no runtime directory (not root and XDG_RUNTIME_DIR unset); give --socket PATH";
+  return path.value_or("");
+}
+
+class Connection {
+ public:
+  // nullopt (and `why`) when no supervisor answers.
+  static std::optional<Connection> open(const ClientOptions& o, std::string& why) {
+    std::string path = socket_path(o, why);
+    if (path.empty()) return std::nullopt;
+    sockaddr_un a{};
+    if (path.size() >= sizeof(a.sun_path)) {
+      why = path + ": path too long for a unix socket";
+      return std::nullopt;
+    }
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.data(), path.size());
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      why = "cannot reach recycler at " + path + ": " + std::strerror(errno);
+      return std::nullopt;
+    }
+    timeval tv{kTimeoutSeconds, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return Connection(std::move(fd));
+  }
+
+  void wait_forever() {
+    timeval tv{0, 0};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+
+  bool send(const std::string& line) {
+    std::string data = line + "\n";
+    for (size_t done = 0; done < data.size();) {
+      ssize_t n = ::send(fd_.get(), data.data() + done, data.size() - done, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // The next line, or nullopt at the end (or a timeout).
+  std::optional<std::string> line() {
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string out = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return out;
+      }
+      if (buf_.size() > kMaxResponseBytes) return std::nullopt;
+      char chunk[65536];
+      ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  explicit Connection(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+  std::string buf_;
+};
+
+// One request, one response; nullopt (and a message on stderr) when no
+// supervisor answers.
+std::optional<Json> ask(const ClientOptions& o, const Request& r,
+                        std::optional<Connection>* keep = nullptr) {
+  std::string why;
+  auto c = Connection::open(o, why);
+  if (!c) {
+    std::cerr << "recycler: " << escape_text(why) << "\n";
+    return std::nullopt;
+  }
+  std::optional<std::string> line;
+  if (c->send(request_line(r))) line = c->line();
+  if (!line) {
+    std::cerr << "recycler: no answer from recycler\n";
+    return std::nullopt;
+  }
+  Json j = Json::parse(*line, nullptr, false);
+  if (!j.is_object()) {
+    std::cerr << "recycler: not a response: " << escape_text(line->substr(0, 200)) << "\n";
+    return std::nullopt;
+  }
+  if (keep) *keep = std::move(c);
+  return j;
+}
+
+// An error response: its message (and each error) on stderr.
+int failed(const Json& j, bool json) {
+  if (json) {
+    std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+    return kExitFailed;
+  }
+  std::cerr << "recycler: " << escape_text(j.value("error", std::string("failed"))) << "\n";
+  if (auto e = j.find("errors"); e != j.end() && e->is_array())
+    for (const Json& line : *e)
+      if (line.is_string()) std::cerr << escape_text(line.get<std::string>()) << "\n";
+  return kExitFailed;
+}
+
+bool ok(const Json& j) {
+  auto it = j.find("ok");
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::vector<WorkerStatus> workers_of(const Json& j) {
+  std::vector<WorkerStatus> out;
+  if (auto w = j.find("workers"); w != j.end() && w->is_array())
+    for (const Json& one : *w) out.push_back(worker_from_json(one));
+  return out;
+}
+
+Result<std::vector<Target>> targets_of(const std::vector<std::string>& names) {
+  std::vector<Target> out;
+  for (const std::string& n : names) {
+    auto t = parse_target(n);
+    if (!t) return t.error();
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+int status_command(const ClientOptions& o, const std::vector<std::string>& programs) {
+  Request r;
+  r.command = Command::Status;
+  auto targets = targets_of(programs);
+  if (!targets) {
+    std::cerr << "recycler: " << escape_text(targets.error().message) << "\n";
+    return 2;
+  }
+  r.targets = std::move(*targets);
+  auto j = ask(o, r);
+  if (!j) return kExitUnreachable;
+  if (!ok(*j)) return failed(*j, o.json);
+  std::vector<WorkerStatus> workers = workers_of(*j);
+  if (o.json)
+    std::cout << dump(j->value("workers", Json::array())) << "\n";
+  else
+    std::cout << status_table(workers);
+  return status_exit_code(workers);
+}
+
+int action_command(const ClientOptions& o, Command command, const std::vector<std::string>& names,
+                   const std::string& signal) {
+  Request r;
+  r.command = command;
+  auto targets = targets_of(names);
+  if (!targets) {
+    std::cerr << "recycler: " << escape_text(targets.error().message) << "\n";
+    return 2;
+  }
+  r.targets = std::move(*targets);
+  if (command == Command::Signal) {
+    std::string why;
+    auto sig = units::parse_signal(signal, &why);
+    if (!sig) {
+      std::cerr << "recycler: " << escape_text(why) << "\n";
+      return 2;
+    }
+    r.signal = *sig;
+  }
+  auto j = ask(o, r);
+  if (!j) return kExitUnreachable;
+  if (o.json) {
+    std::cout << dump(*j) << "\n";
+    return ok(*j) ? 0 : kExitFailed;
+  }
+  if (auto results = j->find("results"); results != j->end() && results->is_array())
+    for (const Json& one : *results)
+      if (one.is_object())
+        (one.value("ok", false) ? std::cout : std::cerr)
+            << escape_text(one.value("target", std::string("?"))) << ": "
+            << escape_text(one.value("message", std::string())) << "\n";
+  if (!ok(*j)) return failed(*j, false);
+  return 0;
+}
+
+int reload_command(const ClientOptions& o) {
+  Request r;
+  r.command = Command::Reload;
+  auto j = ask(o, r);
+  if (!j) return kExitUnreachable;
+  if (o.json) {
+    std::cout << dump(*j) << "\n";
+    return ok(*j) ? 0 : kExitFailed;
+  }
+  if (auto w = j->find("warnings"); w != j->end() && w->is_array())
+    for (const Json& line : *w)
+      if (line.is_string()) std::cerr << escape_text(line.get<std::string>()) << "\n";
+  if (!ok(*j)) return failed(*j, false);
+  const Json changes = j->value("changes", Json::object());
+  for (const char* kind : {"restarted", "stopped", "started", "unchanged"}) {
+    auto list = changes.find(kind);
+    if (list == changes.end() || !list->is_array() || list->empty()) continue;
+    std::cout << kind << ":";
+    for (const Json& name : *list)
+      if (name.is_string()) std::cout << " " << escape_text(name.get<std::string>());
+    std::cout << "\n";
+  }
+  std::cout << escape_text(j->value("message", std::string("reloaded"))) << "\n";
+  return 0;
+}
+
+namespace {
+void print_event(const Json& e, bool json) {
+  if (json) {
+    std::cout << dump(e) << "\n";
+  } else {
+    std::cout << escape_text(e.value("time", std::string())) << " "
+              << escape_text(e.value("level", std::string())) << " "
+              << escape_text(e.value("event", std::string())) << ": "
+              << escape_text(e.value("msg", std::string())) << "\n";
+  }
+  std::cout.flush();
+}
+}  // namespace
+
+int events_command(const ClientOptions& o, bool follow) {
+  Request r;
+  r.command = Command::Events;
+  r.follow = follow;
+  std::optional<Connection> c;
+  auto j = ask(o, r, &c);
+  if (!j) return kExitUnreachable;
+  if (!ok(*j)) return failed(*j, o.json);
+  if (auto events = j->find("events"); events != j->end() && events->is_array())
+    for (const Json& e : *events) print_event(e, o.json);
+  if (!follow) return 0;
+  c->wait_forever();
+  while (auto line = c->line()) {
+    Json e = Json::parse(*line, nullptr, false);
+    if (e.is_object()) print_event(e, o.json);
+  }
+  std::cerr << "recycler: the supervisor closed the connection\n";
+  return kExitUnreachable;
+}
+
+int top_command(const ClientOptions& o, double interval_s, unsigned count) {
+  bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  for (unsigned i = 0; count == 0 || i < count; ++i) {
+    if (i > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));  // the refresh rate
+    Request r;
+    r.command = Command::Status;
+    auto j = ask(o, r);
+    if (!j) return kExitUnreachable;
+    if (!ok(*j)) return failed(*j, o.json);
+    std::vector<WorkerStatus> workers = by_memory(workers_of(*j));
+    std::string summary = j->value("supervisor", Json::object()).value("summary", std::string());
+    if (o.json) {
+      std::cout << dump(j->value("workers", Json::array())) << "\n";
+    } else {
+      // Home and clear to the end: the view is redrawn in place.
+      if (terminal) std::cout << "\x1b[H\x1b[2J";
+      std::cout << "recycler: " << escape_text(summary) << "\n" << status_table(workers);
+      if (!terminal) std::cout << "\n";
+    }
+    std::cout.flush();
+  }
+  return 0;
+}
+
+}  // namespace recycler::control

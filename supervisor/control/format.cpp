@@ -1,0 +1,98 @@
+#include "supervisor/control/format.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "policies/base/escape.h"
+#include "policies/base/units.h"
+
+namespace recycler::control {
+namespace {
+
+std::string size_or_dash(const std::optional<uint64_t>& v) {
+  return v ? units::format_size(*v) : "-";
+}
+
+std::optional<uint64_t> figure(const WorkerStatus& w, const std::string& metric) {
+  auto it = w.memory.find(metric);
+  if (it == w.memory.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint64_t> gpu(const WorkerStatus& w) {
+  if (auto v = figure(w, "gpu_total")) return v;
+  if (auto v = figure(w, "gpu")) return v;
+  return figure(w, "device");
+}
+
+}  // namespace
+
+std::string format_uptime(double seconds) {
+  if (seconds < 0 || !std::isfinite(seconds)) return "-";
+  auto s = static_cast<uint64_t>(seconds);
+  if (s >= 86400) return fmt::format("{}d{}h", s / 86400, s % 86400 / 3600);
+  if (s >= 3600) return fmt::format("{}h{}m", s / 3600, s % 3600 / 60);
+  if (s >= 60) return fmt::format("{}m{}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+std::string format_outlook(const WorkerStatus& w) {
+  if (w.outlooks.empty()) return "-";
+  const OutlookStatus& o = w.outlooks.front();
+  auto per_min = static_cast<uint64_t>(std::llround(std::max(0.0, o.slope_bytes_per_s) * 60));
+  return fmt::format("+{}/min, limit in {}", units::format_size(per_min),
+                     format_uptime(o.seconds_to_limit));
+}
+
+std::string status_table(const std::vector<WorkerStatus>& workers) {
+  using Row = std::vector<std::string>;
+  std::vector<Row> rows;
+  rows.push_back({"NAME", "STATE", "PID", "UPTIME", "GEN", "RECYCLES", "CRASHES", "MEMORY",
+                  "CURRENT", "LIMIT", "REQUESTS", "THREADS", "GPU", "OUTLOOK", "LAST RECYCLE"});
+  for (const WorkerStatus& w : workers) {
+    std::string state = w.state;
+    if (!w.phase.empty() && w.phase != "none") state += "/" + w.phase;
+    std::string memory = "-";
+    if (auto v = figure(w, w.memory_metric))
+      memory = w.memory_metric + " " + units::format_size(*v);
+    rows.push_back({escape_text(w.program) + "[" + std::to_string(w.slot) + "]", state,
+                    w.pid ? std::to_string(*w.pid) : "-", w.pid ? format_uptime(w.uptime_s) : "-",
+                    std::to_string(w.generation), std::to_string(w.restarts_recycles),
+                    std::to_string(w.restarts_crashes), memory, size_or_dash(figure(w, "current")),
+                    size_or_dash(w.limit), w.requests ? std::to_string(*w.requests) : "-",
+                    w.threads ? std::to_string(*w.threads) : "-", size_or_dash(gpu(w)),
+                    format_outlook(w),
+                    w.last_recycle_reason.empty() ? "-" : escape_text(w.last_recycle_reason)});
+  }
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const Row& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  std::string out;
+  for (const Row& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::vector<WorkerStatus> by_memory(std::vector<WorkerStatus> workers) {
+  std::stable_sort(
+      workers.begin(), workers.end(), [](const WorkerStatus& a, const WorkerStatus& b) {
+        return figure(a, a.memory_metric).value_or(0) > figure(b, b.memory_metric).value_or(0);
+      });
+  return workers;
+}
+
+int status_exit_code(const std::vector<WorkerStatus>& workers) {
+  for (const WorkerStatus& w : workers)
+    if (!w.running()) return 3;
+  return 0;
+}
+
+}  // namespace recycler::control

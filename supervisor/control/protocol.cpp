@@ -1,0 +1,251 @@
+#include "supervisor/control/protocol.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "policies/base/units.h"
+#include "supervisor/config/parse.h"
+
+namespace recycler::control {
+namespace {
+
+constexpr std::pair<Command, const char*> kCommands[] = {
+    {Command::Status, "status"},   {Command::Start, "start"},     {Command::Stop, "stop"},
+    {Command::Restart, "restart"}, {Command::Recycle, "recycle"}, {Command::Signal, "signal"},
+    {Command::Reload, "reload"},   {Command::Events, "events"}};
+
+constexpr std::string_view kRequestKeys[] = {"command", "targets", "signal", "follow"};
+
+// Text a client sent, quoted for an error line (the line is JSON: escaped there).
+std::string shown(std::string_view s) {
+  return units::quote(s.substr(0, 64));
+}
+
+template <typename T>
+Json optional_json(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+}  // namespace
+
+const char* to_string(Command command) {
+  for (const auto& [c, name] : kCommands)
+    if (c == command) return name;
+  return "?";
+}
+
+std::optional<Command> parse_command(std::string_view name) {
+  for (const auto& [c, n] : kCommands)
+    if (name == n) return c;
+  return std::nullopt;
+}
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> out;
+  for (const auto& [c, name] : kCommands) out.emplace_back(name);
+  return out;
+}
+
+std::string Target::str() const {
+  return slot ? program + ":" + std::to_string(*slot) : program;
+}
+
+Result<Target> parse_target(std::string_view text) {
+  Target t;
+  size_t colon = text.rfind(':');
+  std::string_view name = text.substr(0, colon);
+  if (colon != std::string_view::npos) {
+    std::string_view digits = text.substr(colon + 1);
+    unsigned slot = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), slot);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+      return Error{"invalid slot in " + shown(text) + ": expected PROGRAM or PROGRAM:SLOT"};
+    t.slot = slot;
+  }
+  if (!config::valid_program_name(name))
+    return Error{"invalid program name " + shown(name) +
+                 " (letters, digits, '_', '-', '.'; at most 64)"};
+  t.program = std::string(name);
+  return t;
+}
+
+Result<Request> parse_request(std::string_view line) {
+  if (line.size() > kMaxRequestBytes)
+    return Error{"request too long (at most " + std::to_string(kMaxRequestBytes) + " bytes)"};
+  Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"not JSON: expected one JSON object per line"};
+  if (!j.is_object()) return Error{"not a JSON object: expected {\"command\": ...}"};
+  for (const auto& [key, value] : j.items())
+    if (std::find(std::begin(kRequestKeys), std::end(kRequestKeys), key) == std::end(kRequestKeys))
+      return Error{"unknown key " + shown(key)};
+  auto command = j.find("command");
+  if (command == j.end() || !command->is_string())
+    return Error{"\"command\" is missing or not a string"};
+  Request r;
+  auto c = parse_command(command->get_ref<const std::string&>());
+  if (!c) return Error{"unknown command " + shown(command->get_ref<const std::string&>())};
+  r.command = *c;
+  if (auto targets = j.find("targets"); targets != j.end()) {
+    if (!targets->is_array()) return Error{"\"targets\" must be an array of strings"};
+    if (targets->size() > kMaxTargets)
+      return Error{"\"targets\": at most " + std::to_string(kMaxTargets)};
+    for (const Json& t : *targets) {
+      if (!t.is_string()) return Error{"\"targets\" must be an array of strings"};
+      auto target = parse_target(t.get_ref<const std::string&>());
+      if (!target) return Error{"\"targets\": " + target.error().message};
+      r.targets.push_back(std::move(*target));
+    }
+  }
+  bool acts = r.command == Command::Start || r.command == Command::Stop ||
+              r.command == Command::Restart || r.command == Command::Recycle ||
+              r.command == Command::Signal;
+  if (acts && r.targets.empty())
+    return Error{std::string(to_string(r.command)) + ": name at least one program in \"targets\""};
+  if (!acts && r.command != Command::Status && !r.targets.empty())
+    return Error{std::string(to_string(r.command)) + " takes no \"targets\""};
+  if (auto signal = j.find("signal"); signal != j.end()) {
+    if (r.command != Command::Signal) return Error{"\"signal\" is for the signal command only"};
+    if (!signal->is_string()) return Error{"\"signal\" must be a signal name such as \"HUP\""};
+    std::string why;
+    auto sig = units::parse_signal(signal->get_ref<const std::string&>(), &why);
+    if (!sig) return Error{"\"signal\": " + why};
+    r.signal = *sig;
+  } else if (r.command == Command::Signal) {
+    return Error{"signal: \"signal\" is missing"};
+  }
+  if (auto follow = j.find("follow"); follow != j.end()) {
+    if (r.command != Command::Events || !follow->is_boolean())
+      return Error{"\"follow\" is a boolean of the events command"};
+    r.follow = follow->get<bool>();
+  }
+  return r;
+}
+
+std::string request_line(const Request& request) {
+  Json j{{"command", to_string(request.command)}};
+  if (!request.targets.empty()) {
+    Json targets = Json::array();
+    for (const Target& t : request.targets) targets.push_back(t.str());
+    j["targets"] = std::move(targets);
+  }
+  if (request.command == Command::Signal) j["signal"] = units::signal_name(request.signal);
+  if (request.command == Command::Events) j["follow"] = request.follow;
+  return j.dump();
+}
+
+std::string error_line(std::string_view message, const std::vector<std::string>& errors) {
+  Json j{{"ok", false}, {"error", message}};
+  if (!errors.empty()) j["errors"] = errors;
+  // Text from clients and files: replaced, never an exception, if not UTF-8.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::optional<std::string> default_socket_path(std::string_view name, uid_t euid,
+                                               const char* xdg_runtime_dir) {
+  std::string file = std::string(name) + ".sock";
+  if (euid == 0) return "/run/recycler/" + file;
+  if (xdg_runtime_dir && xdg_runtime_dir[0] == '/')
+    return std::string(xdg_runtime_dir) + "/recycler/" + file;
+  return std::nullopt;
+}
+
+std::string config_name(std::string_view path) {
+  std::string_view base = path.substr(path.rfind('/') + 1);
+  size_t dot = base.rfind('.');
+  if (dot != std::string_view::npos && dot > 0) base = base.substr(0, dot);
+  return base.empty() ? std::string("recycler") : std::string(base);
+}
+
+Json to_json(const WorkerStatus& w) {
+  Json outlooks = Json::array();
+  for (const OutlookStatus& o : w.outlooks)
+    outlooks.push_back({{"policy", o.policy},
+                        {"slope_bytes_per_s", o.slope_bytes_per_s},
+                        {"seconds_to_limit", o.seconds_to_limit}});
+  return {{"program", w.program},
+          {"slot", w.slot},
+          {"state", w.state},
+          {"phase", w.phase.empty() ? Json(nullptr) : Json(w.phase)},
+          {"pid", optional_json(w.pid)},
+          {"uptime_s", w.uptime_s},
+          {"start_time", optional_json(w.start_time)},
+          {"generation", w.generation},
+          {"restarts", {{"recycles", w.restarts_recycles}, {"crashes", w.restarts_crashes}}},
+          {"memory", w.memory},
+          {"memory_metric", w.memory_metric},
+          {"limit", optional_json(w.limit)},
+          {"requests", optional_json(w.requests)},
+          {"threads", optional_json(w.threads)},
+          {"outlooks", std::move(outlooks)},
+          {"last_recycle_reason",
+           w.last_recycle_reason.empty() ? Json(nullptr) : Json(w.last_recycle_reason)}};
+}
+
+Json to_json(const SupervisorStatus& s) {
+  Json exits = Json::object();
+  for (const auto& [reason, n] : s.exits) exits[to_string(reason)] = n;
+  Json recycles_by = Json::array();
+  for (const auto& [key, n] : s.recycles_by)
+    recycles_by.push_back(
+        {{"program", key.program}, {"policy", key.policy}, {"action", key.action}, {"count", n}});
+  Json programs = Json::array();
+  Json workers = Json::array();
+  for (const ProgramStatus& p : s.programs) {
+    programs.push_back({{"name", p.name}, {"instances", p.instances}, {"running", p.running}});
+    for (const WorkerStatus& w : p.workers) workers.push_back(to_json(w));
+  }
+  Json supervisor{{"pid", s.pid},
+                  {"uptime_s", s.uptime_s},
+                  {"config", s.config_path.empty() ? Json(nullptr) : Json(s.config_path)},
+                  {"programs", std::move(programs)},
+                  {"workers", s.workers},
+                  {"workers_running", s.workers_running},
+                  {"recycles", s.recycles},
+                  {"oom_kills", s.oom_kills},
+                  {"exits", std::move(exits)},
+                  {"recycles_by", std::move(recycles_by)},
+                  {"summary", summary_line(s)}};
+  return {{"supervisor", std::move(supervisor)}, {"workers", std::move(workers)}};
+}
+
+WorkerStatus worker_from_json(const Json& j) {
+  WorkerStatus w;
+  auto get = [&](const char* key) -> const Json* {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  };
+  if (auto* v = get("program"); v && v->is_string()) w.program = v->get<std::string>();
+  if (auto* v = get("slot"); v && v->is_number_unsigned()) w.slot = v->get<unsigned>();
+  if (auto* v = get("state"); v && v->is_string()) w.state = v->get<std::string>();
+  if (auto* v = get("phase"); v && v->is_string()) w.phase = v->get<std::string>();
+  if (auto* v = get("pid"); v && v->is_number_integer()) w.pid = v->get<pid_t>();
+  if (auto* v = get("uptime_s"); v && v->is_number()) w.uptime_s = v->get<double>();
+  if (auto* v = get("start_time"); v && v->is_number_integer()) w.start_time = v->get<int64_t>();
+  if (auto* v = get("generation"); v && v->is_number_unsigned()) w.generation = v->get<unsigned>();
+  if (auto* v = get("restarts"); v && v->is_object()) {
+    w.restarts_recycles = v->value("recycles", uint64_t{0});
+    w.restarts_crashes = v->value("crashes", uint64_t{0});
+  }
+  if (auto* v = get("memory"); v && v->is_object())
+    for (const auto& [k, n] : v->items())
+      if (n.is_number_unsigned()) w.memory[k] = n.get<uint64_t>();
+  if (auto* v = get("memory_metric"); v && v->is_string()) w.memory_metric = v->get<std::string>();
+  if (auto* v = get("limit"); v && v->is_number_unsigned()) w.limit = v->get<uint64_t>();
+  if (auto* v = get("requests"); v && v->is_number_unsigned()) w.requests = v->get<uint64_t>();
+  if (auto* v = get("threads"); v && v->is_number_unsigned()) w.threads = v->get<uint32_t>();
+  if (auto* v = get("outlooks"); v && v->is_array())
+    for (const Json& o : *v)
+      if (o.is_object())
+        w.outlooks.push_back({o.value("policy", std::string()), o.value("slope_bytes_per_s", 0.0),
+                              o.value("seconds_to_limit", 0.0)});
+  if (auto* v = get("last_recycle_reason"); v && v->is_string())
+    w.last_recycle_reason = v->get<std::string>();
+  return w;
+}
+
+void EventRing::push(std::string line) {
+  if (lines_.size() >= capacity_) lines_.pop_front();
+  lines_.push_back(std::move(line));
+}
+
+}  // namespace recycler::control

@@ -1,0 +1,99 @@
+// The control socket's server (docs/control.md): a unix stream socket in the
+// supervisor's loop, one JSON request per line in, one JSON response per line
+// out, and the live events for `events --follow`.
+//
+// recycler runs as root over clients it does not trust, so:
+//   - who: the peer's credentials (SO_PEERCRED, SO_PEERGROUPS) must be root,
+//     recycler's own user, or a member of control.group when one is set;
+//     anyone else gets one error line and is closed. The socket file is
+//     owner-only (0600) unless the config opens it to that group.
+//   - how much: a request line is at most kMaxRequestBytes; at most
+//     kMaxClients connections; a client whose unread output passes
+//     kMaxPendingOutput is dropped (a follower that does not read included).
+//   - how long: a request must be complete kRequestTimeout after its first
+//     byte; output must make progress within kWriteTimeout; an idle
+//     connection (not following) is closed after kIdleTimeout.
+//   - nothing blocks: every socket is non-blocking and watched by the loop.
+//   - bad input: not JSON, not an object, an unknown command: one error line,
+//     then the connection is closed.
+// The socket is created where util/safe_dir.h allows (its directory checked,
+// bound through the directory's fd); a stale socket of a recycler that is
+// gone is replaced, a live one (it accepts a connection) is an error.
+#pragma once
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "supervisor/control/protocol.h"
+#include "supervisor/timers.h"
+#include "supervisor/util/fd.h"
+#include "supervisor/util/result.h"
+#include "supervisor/uv.h"
+
+namespace recycler::control {
+
+struct ServerOptions {
+  std::string path;          // where the socket goes
+  mode_t mode = 0600;        // of the socket file
+  std::optional<gid_t> gid;  // its group, whose members may connect
+};
+
+class Server {
+ public:
+  // One request in, its response line out (no newline), from the loop.
+  // `events` requests are answered by the server itself.
+  using Handler = std::function<std::string(const Request&)>;
+
+  // The error's code is EADDRINUSE when another recycler answers there.
+  static Result<std::unique_ptr<Server>> open(uv_loop_t* loop, Timers& timers,
+                                              ServerOptions options, Handler handler);
+  ~Server();  // closes every client and removes the socket file
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // An event (one JSON object, no newline): into the ring, and to followers.
+  void publish(std::string line);
+  const std::string& path() const { return options_.path; }
+  size_t clients() const { return clients_.size(); }
+
+  static constexpr Duration kRequestTimeout{5000};
+  static constexpr Duration kWriteTimeout{10000};
+  static constexpr Duration kIdleTimeout{60000};
+
+ private:
+  struct Client;
+  Server(uv_loop_t* loop, Timers& timers, ServerOptions options, Handler handler);
+
+  void on_accept();
+  bool admitted(int fd, std::string& why) const;
+  void on_client(Client& c, int events);
+  void read_from(Client& c);
+  void handle_line(Client& c, std::string_view line);
+  void send(Client& c, std::string line);
+  void flush(Client& c);
+  void arm(Client& c);
+  void update_poll(Client& c);
+  void drop(Client& c, const char* why);
+
+  uv_loop_t* loop_;
+  Timers& timers_;
+  ServerOptions options_;
+  Handler handler_;
+  UniqueFd dir_;      // the socket's directory (O_PATH)
+  std::string name_;  // the socket's name in it
+  ino_t inode_ = 0;   // of the socket file recycler bound
+  UniqueFd listen_fd_;
+  uv::Handle<uv_poll_t> listen_poll_;  // after listen_fd_: closed first
+  EventRing ring_;
+  uint64_t next_id_ = 0;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+};
+
+}  // namespace recycler::control

@@ -1,0 +1,172 @@
+// The control socket's pure parts: request lines and their limits, targets,
+// the default socket path, the event ring, the status JSON and table.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "supervisor/control/format.h"
+#include "supervisor/control/protocol.h"
+
+namespace recycler::control {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ControlProtocol, ARequestNamesACommandAndItsTargets) {
+  auto r = parse_request(R"({"command":"restart","targets":["api","web:1"]})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->command, Command::Restart);
+  ASSERT_EQ(r->targets.size(), 2u);
+  EXPECT_EQ(r->targets[0].str(), "api");
+  EXPECT_EQ(r->targets[1].program, "web");
+  EXPECT_EQ(r->targets[1].slot, 1u);
+  auto s = parse_request(R"({"command":"signal","targets":["api"],"signal":"HUP"})");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->signal, SIGHUP);
+  auto e = parse_request(R"({"command":"events","follow":true})");
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->follow);
+}
+
+TEST(ControlProtocol, ARequestLineRoundTrips) {
+  Request r;
+  r.command = Command::Signal;
+  r.targets = {{"api", 2}};
+  r.signal = SIGUSR1;
+  auto back = parse_request(request_line(r));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->targets[0].str(), "api:2");
+  EXPECT_EQ(back->signal, SIGUSR1);
+}
+
+TEST(ControlProtocol, GarbageIsRefusedWithAReason) {
+  auto error = [](std::string_view line) {
+    auto r = parse_request(line);
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_THAT(error("hello"), HasSubstr("not JSON"));
+  EXPECT_THAT(error("[1,2]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(error(R"({"command":"format-disk"})"), HasSubstr("unknown command \"format-disk\""));
+  EXPECT_THAT(error(R"({"command":"status","verbose":true})"), HasSubstr("unknown key"));
+  EXPECT_THAT(error(R"({"command":"stop"})"), HasSubstr("name at least one program"));
+  EXPECT_THAT(error(R"({"command":"stop","targets":["../etc"]})"), HasSubstr("invalid program"));
+  EXPECT_THAT(error(R"({"command":"stop","targets":["api:x"]})"), HasSubstr("invalid slot"));
+  EXPECT_THAT(error(R"({"command":"signal","targets":["api"],"signal":"NOPE"})"),
+              HasSubstr("\"signal\""));
+  EXPECT_THAT(error(R"({"command":"signal","targets":["api"]})"), HasSubstr("missing"));
+  EXPECT_THAT(error(R"({"command":"reload","targets":["api"]})"), HasSubstr("takes no"));
+  EXPECT_THAT(error(std::string(kMaxRequestBytes + 1, ' ')), HasSubstr("too long"));
+}
+
+TEST(ControlProtocol, AnErrorLineIsOneLineOfJsonWhateverTheText) {
+  std::string line = error_line("bad\n\xff", {"c.yaml:3:5: error: x"});
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  Json j = Json::parse(line);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["errors"][0], "c.yaml:3:5: error: x");
+}
+
+TEST(ControlProtocol, TheDefaultSocketIsNamedAfterTheConfig) {
+  EXPECT_EQ(config_name("/etc/recycler/api.yaml"), "api");
+  EXPECT_EQ(config_name("web.prod.yml"), "web.prod");
+  EXPECT_EQ(config_name("plain"), "plain");
+  EXPECT_EQ(default_socket_path("api", 0, "/run/user/1000"), "/run/recycler/api.sock");
+  EXPECT_EQ(default_socket_path("api", 1000, "/run/user/1000"), "/run/user/1000/recycler/api.sock");
+  EXPECT_EQ(default_socket_path("api", 1000, nullptr), std::nullopt);
+  EXPECT_EQ(default_socket_path("api", 1000, "relative"), std::nullopt);
+}
+
+TEST(ControlProtocol, TheEventRingKeepsTheMostRecent) {
+  EventRing ring(3);
+  for (int i = 0; i < 5; ++i) ring.push(std::to_string(i));
+  EXPECT_THAT(ring.lines(), ::testing::ElementsAre("2", "3", "4"));
+}
+
+WorkerStatus worker(std::string program, unsigned slot, uint64_t anon) {
+  WorkerStatus w;
+  w.program = std::move(program);
+  w.slot = slot;
+  w.state = "running";
+  w.pid = 100 + static_cast<pid_t>(slot);
+  w.uptime_s = 3725;
+  w.generation = 2;
+  w.restarts_recycles = 1;
+  w.memory = {{"anon", anon}, {"current", anon * 2}};
+  w.memory_metric = "anon";
+  w.limit = 1ull << 30;
+  w.requests = 42;
+  w.threads = 4;
+  w.outlooks.push_back({"leak", 1024.0 * 1024 / 60, 3840});
+  w.last_recycle_reason = "anon 1 GiB > 1 GiB (memory policy)";
+  return w;
+}
+
+TEST(ControlFormat, TheStatusTableHasAlignedColumnsAndEveryFigure) {
+  WorkerStatus stopped;
+  stopped.program = "web";
+  stopped.state = "backoff";
+  stopped.memory_metric = "current";
+  stopped.restarts_crashes = 3;
+  std::string table = status_table({worker("api", 0, 300u << 20), stopped});
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = table.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(table.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 3u) << table;
+  EXPECT_THAT(lines[0], HasSubstr("NAME"));
+  EXPECT_THAT(lines[1], HasSubstr("api[0]"));
+  EXPECT_THAT(lines[1], HasSubstr("anon 300 MiB"));
+  EXPECT_THAT(lines[1], HasSubstr("600 MiB"));  // current
+  EXPECT_THAT(lines[1], HasSubstr("1h2m"));
+  EXPECT_THAT(lines[1], HasSubstr("+1 MiB/min, limit in 1h4m"));
+  EXPECT_THAT(lines[1], HasSubstr("anon 1 GiB > 1 GiB (memory policy)"));
+  EXPECT_THAT(lines[2], HasSubstr("web[0]"));
+  EXPECT_THAT(lines[2], HasSubstr("backoff"));
+  // Aligned: each column starts where its header does.
+  EXPECT_EQ(lines[0].find("STATE"), lines[1].find("running"));
+  EXPECT_EQ(lines[0].find("STATE"), lines[2].find("backoff"));
+  EXPECT_EQ(lines[0].find("PID"), lines[1].find("100"));
+}
+
+TEST(ControlFormat, WhatAWorkerNamedIsEscaped) {
+  WorkerStatus w = worker("api", 0, 1);
+  w.last_recycle_reason = "evil\x1b[2J\nline";
+  std::string table = status_table({w});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2);
+}
+
+TEST(ControlFormat, StatusExitsThreeWhenASlotIsNotRunning) {
+  WorkerStatus down = worker("api", 1, 1);
+  down.state = "stopped";
+  EXPECT_EQ(status_exit_code({worker("api", 0, 1)}), 0);
+  EXPECT_EQ(status_exit_code({worker("api", 0, 1), down}), 3);
+}
+
+TEST(ControlFormat, TopSortsByTheWatchedFigure) {
+  auto sorted = by_memory({worker("a", 0, 10), worker("b", 0, 30), worker("c", 0, 20)});
+  EXPECT_EQ(sorted[0].program, "b");
+  EXPECT_EQ(sorted[1].program, "c");
+  EXPECT_EQ(sorted[2].program, "a");
+}
+
+TEST(ControlProtocol, AWorkersStatusSurvivesItsJson) {
+  WorkerStatus w = worker("api", 3, 5u << 20);
+  Json j = to_json(w);
+  EXPECT_EQ(j["pid"], 103);
+  EXPECT_EQ(j["memory"]["anon"], 5u << 20);
+  EXPECT_EQ(j["restarts"]["recycles"], 1);
+  WorkerStatus back = worker_from_json(j);
+  EXPECT_EQ(back.program, "api");
+  EXPECT_EQ(back.slot, 3u);
+  EXPECT_EQ(back.pid, 103);
+  EXPECT_EQ(back.memory, w.memory);
+  EXPECT_EQ(back.requests, 42u);
+  ASSERT_EQ(back.outlooks.size(), 1u);
+  EXPECT_EQ(back.outlooks[0].policy, "leak");
+  WorkerStatus none;
+  EXPECT_TRUE(to_json(none)["pid"].is_null());
+}
+
+}  // namespace
+}  // namespace recycler::control
