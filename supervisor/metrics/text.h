@@ -44,6 +44,13 @@ class Histogram {
   double sum_ = 0;
 };
 
+// Upper bounds for recycler_sample_duration_seconds: reading a worker's
+// probes takes tens of microseconds (cgroup files) to milliseconds (smaps of
+// a large process).
+inline const std::vector<double> kSampleDurationBuckets = {
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+    0.005,   0.01,     0.025,   0.05,   0.1,     0.25,   1};
+
 class TextWriter {
  public:
   // HELP and TYPE of the family `name`; its samples follow.
