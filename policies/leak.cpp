@@ -181,6 +181,12 @@ class Leak final : public Policy {
   }
 
   std::string_view name() const override { return "leak"; }
+  std::optional<std::string_view> metric() const override { return to_string(s_.metric); }
+  std::optional<uint64_t> limit(const std::optional<uint64_t>& memory_max) const override {
+    if (gpu_metric(s_.metric)) return std::nullopt;
+    return s_.limit.resolve(memory_max);
+  }
+  bool checkpoints() const override { return s_.action == Decision::Action::Checkpoint; }
   unsigned needs() const override {
     // The baseline ignores iterations: it is the estimator as it was.
     return policies::needs(s_.metric) | (s_.least_squares ? 0u : kNeedsIterations);

@@ -33,6 +33,9 @@ class MaxLifetime final : public Policy {
   }
 
   std::string_view name() const override { return "max_lifetime"; }
+  bool checkpoints() const override {
+    return !scope_.process && scope_.action == Decision::Action::Checkpoint;
+  }
   // Worker scope needs nothing but time: every tick evaluates it.
   unsigned needs() const override { return scope_.process ? kNeedsProcesses : 0u; }
 

@@ -31,6 +31,9 @@ class MaxRequests final : public Policy {
   }
 
   std::string_view name() const override { return "max_requests"; }
+  bool checkpoints() const override {
+    return !scope_.process && scope_.action == Decision::Action::Checkpoint;
+  }
   unsigned needs() const override {
     return kNeedsRequests | (scope_.process ? kNeedsProcesses : 0u);
   }

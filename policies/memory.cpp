@@ -45,6 +45,14 @@ class Memory final : public Policy {
   }
 
   std::string_view name() const override { return "memory"; }
+  std::optional<std::string_view> metric() const override { return to_string(metric_); }
+  std::optional<uint64_t> limit(const std::optional<uint64_t>& memory_max) const override {
+    if (gpu_metric(metric_)) return std::nullopt;
+    return limit_.resolve(memory_max);
+  }
+  bool checkpoints() const override {
+    return !scope_.process && scope_.action == Decision::Action::Checkpoint;
+  }
   unsigned needs() const override { return policies::needs(metric_); }
   // A percentage of a GPU metric is of the device's memory.
   bool needs_memory_max() const override {

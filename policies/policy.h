@@ -102,6 +102,18 @@ class Policy {
   // until the next evaluate); nullptr while it sees no growth to project
   // (warming up, flat, a sawtooth, a step), and always for the others.
   virtual const Outlook* outlook(const PolicyState&) const { return nullptr; }
+  // What `recycler status` shows of it: the memory figure it watches
+  // (metric.h's name: "anon", "uss", ...) and its limit in bytes for a worker
+  // whose memory_max is `memory_max` (empty where it is a share of a GPU);
+  // empty for policies that watch no memory figure.
+  virtual std::optional<std::string_view> metric() const { return std::nullopt; }
+  virtual std::optional<uint64_t> limit(const std::optional<uint64_t>& memory_max) const {
+    (void)memory_max;
+    return std::nullopt;
+  }
+  // Its whole-worker decisions ask for a checkpoint first (action:
+  // checkpoint): a recycle asked from the control socket does the same.
+  virtual bool checkpoints() const { return false; }
 };
 
 // Where a factory reports what is wrong with its YAML node.

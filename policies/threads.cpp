@@ -28,6 +28,9 @@ class Threads final : public Policy {
   }
 
   std::string_view name() const override { return "threads"; }
+  bool checkpoints() const override {
+    return !scope_.process && scope_.action == Decision::Action::Checkpoint;
+  }
   unsigned needs() const override {
     return kNeedsThreads | (scope_.process ? kNeedsProcesses : 0u);
   }

@@ -209,7 +209,19 @@ bool enabled(Level l) {
   return l >= s.level;
 }
 
+namespace {
+EventObserver& event_observer() {
+  static EventObserver observer;
+  return observer;
+}
+}  // namespace
+
+void observe_events(EventObserver observer) {
+  event_observer() = std::move(observer);
+}
+
 void event(Level l, std::string_view name, std::string_view msg, const Fields& fields) {
+  if (!name.empty() && event_observer()) event_observer()(l, name, msg, fields);
   if (!enabled(l)) return;
   State& s = state();
   if (s.format == LogFormat::Text) {

@@ -54,6 +54,12 @@ void detach(std::chrono::milliseconds timeout = std::chrono::seconds(2));
 LogWriter::Stats writer_stats();
 
 void event(Level level, std::string_view name, std::string_view message, const Fields& fields = {});
+// Sees every named event (whatever the level; plain messages are no events)
+// before it is logged: the supervisor's counters and the control socket's
+// event ring. One at a time; an empty one removes it.
+using EventObserver = std::function<void(Level level, std::string_view name,
+                                         std::string_view message, const Fields& fields)>;
+void observe_events(EventObserver observer);
 void message(Level level, std::string_view message);
 
 template <typename... Args>

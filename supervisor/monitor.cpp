@@ -51,7 +51,9 @@ ProgramMonitor::Slot* ProgramMonitor::find(const Worker& worker) {
 
 void ProgramMonitor::on_state_change(Worker& worker) {
   Slot* slot = find(worker);
-  if (!slot || !controller_.active()) return;
+  // The controller hears of every run, sampled or not: a recycle asked from
+  // the control socket goes through it.
+  if (!slot) return;
   switch (worker.state()) {
     case WorkerState::Running:
       if (slot->generation != worker.generation())
@@ -89,6 +91,7 @@ void ProgramMonitor::begin_run(Slot& slot) {
   // The policies' jitter: drawn here, where the run starts, as it always was.
   uint64_t seed = ctx_.rng();
   controller_.run_started(slot.index, w.generation(), w.started_at(), w.pid().value_or(0), seed);
+  if (!controller_.active()) return;  // nothing to sample
 
   if (program_->timeline && !slot.timeline_tried) {
     slot.timeline_tried = true;
@@ -196,6 +199,13 @@ void ProgramMonitor::add_gpu(policies::Sample& s, const std::vector<pid_t>& pids
     p.gpu = own.gpu;
     p.gpu_capacity = own.gpu_capacity;
   }
+}
+
+bool ProgramMonitor::recycle(unsigned slot, std::string reason) {
+  if (slot >= slots_.size()) return false;
+  bool asked = controller_.recycle_asked(slot, std::move(reason));
+  run_commands();
+  return asked;
 }
 
 void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::NotifyMessage& message) {

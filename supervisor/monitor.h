@@ -71,6 +71,13 @@ class ProgramMonitor {
   // counted by pattern.
   void on_output(Worker& worker, pid_t pid, std::string_view line);
 
+  // An operator's recycle of `slot` (the control socket): to the controller
+  // as an event (RecycleController::recycle_asked). False when it is not
+  // running or already recycling.
+  bool recycle(unsigned slot, std::string reason);
+  // What status reads: the last samples, requests and outlooks.
+  const engine::RecycleController& controller() const { return controller_; }
+
   // After the kernel reports a crossing: a sample at once, then one every
   // kFollowUp, kFollowUps times (200 ms), then back to sample_interval.
   static constexpr Duration kFollowUp{5};

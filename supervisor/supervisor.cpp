@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "policies/base/units.h"
+#include "policies/metric.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/log.h"
 #include "supervisor/metrics/exporter.h"
@@ -82,10 +83,14 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
     if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
   };
   uv_loop_init(&loop_);
+  log::observe_events([this](log::Level, std::string_view name, std::string_view,
+                             const log::Fields& fields) { counters_.observe(name, fields); });
 }
 
 Supervisor::~Supervisor() {
   metrics_.reset();
+  log::observe_events(nullptr);
+  status_timer_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   monitor_context_.gpu = nullptr;
@@ -118,6 +123,7 @@ int Supervisor::run() {
   struct Detach {
     ~Detach() { log::detach(); }
   } detach;
+  started_at_ = timers_.now();
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
@@ -225,7 +231,9 @@ void Supervisor::start_up_done() {
   bool reload_now = start_up_->reload;
   start_up_idle_.reset();
   start_up_.reset();
-  notify_systemd("READY=1\nSTATUS=supervising " + std::to_string(programs_.size()) + " program(s)");
+  status_sent_ = summary_line(status(false));
+  notify_systemd("READY=1\nSTATUS=" + status_sent_);
+  if (std::getenv("NOTIFY_SOCKET")) notify_status();
   schedule_finished_check();
   if (reload_now) reload();
 }
@@ -515,7 +523,9 @@ bool Supervisor::apply_metrics(const config::Config& config) {
 }
 
 std::string Supervisor::metrics_text() {
+  SupervisorStatus snapshot = status();
   metrics::Figures figures;
+  figures.status = &snapshot;
   auto process = metrics::read_process_stats(options_.paths.proc);
   if (process) figures.process = *process;
   figures.sample_duration = &monitor_context_.sample_duration;
@@ -588,6 +598,92 @@ void Supervisor::reload() {
             removed, added);
 }
 
+void Supervisor::notify_status() {
+  status_timer_ = timers_.after(std::chrono::seconds(1), [this] {
+    if (shutting_down_) return;
+    std::string line = summary_line(status(false));
+    if (line != status_sent_) {
+      status_sent_ = line;
+      notify_systemd("STATUS=" + line);
+    }
+    notify_status();
+  });
+}
+
+SupervisorStatus Supervisor::status(bool workers) const {
+  SupervisorStatus out;
+  out.pid = ::getpid();
+  out.uptime_s = std::chrono::duration<double>(timers_.now() - started_at_).count();
+  out.config_path = options_.config_path;
+  for (const auto& [name, program] : programs_) {
+    ProgramStatus& p = out.programs.emplace_back();
+    p.name = name;
+    p.instances = program.config->instances;
+    for (const auto& w : program.workers) {
+      if (w->state() == WorkerState::Running) ++p.running;
+      if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));
+    }
+    out.workers += static_cast<unsigned>(program.workers.size());
+    out.workers_running += p.running;
+  }
+  counters_.fill(out);
+  return out;
+}
+
+WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* monitor) const {
+  WorkerStatus s;
+  const config::ProgramConfig& cfg = w.program();
+  s.program = cfg.name;
+  s.slot = w.slot();
+  s.state = to_string(w.state());
+  if (w.state() == WorkerState::Running || w.state() == WorkerState::Stopping)
+    s.phase = to_string(w.phase());
+  s.pid = w.pid();
+  s.generation = w.generation();
+  s.restarts_recycles = w.recycles();
+  s.restarts_crashes = w.crashes();
+  s.last_recycle_reason = w.last_recycle_reason();
+  if (s.pid) {
+    auto up = timers_.now() - w.started_at();
+    s.uptime_s = std::chrono::duration<double>(up).count();
+    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       (std::chrono::system_clock::now() - up).time_since_epoch())
+                       .count();
+  }
+  s.memory_metric = "current";
+  for (const config::PolicyConfig& p : cfg.policies) {
+    if (auto metric = p.policy->metric()) {
+      s.memory_metric = std::string(*metric);
+      s.limit = p.policy->limit(cfg.limits.memory_max);
+      break;
+    }
+  }
+  if (!s.limit) s.limit = cfg.limits.memory_max;
+  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
+  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
+  if (last && s.pid) {
+    using policies::Metric;
+    for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
+                     Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
+      if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
+    s.threads = last->threads;
+    s.requests = controller->requests_served(w.slot());
+    for (auto [policy, outlook] : controller->outlooks(w.slot()))
+      s.outlooks.push_back(
+          {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
+  }
+  // No policy samples the cgroup: its figures are read now (one read each).
+  if (s.pid && !s.memory.count("current")) {
+    if (auto dir = w.cgroup().memory_dir()) {
+      probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
+      if (m.current) s.memory["current"] = *m.current;
+      if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
+      if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
+    }
+  }
+  return s;
+}
+
 void Supervisor::shutdown(int exit_code, bool force) {
   bool first = !shutting_down_;
   shutting_down_ = true;
@@ -648,6 +744,7 @@ void Supervisor::finish_shutdown() {
   }
   programs_.clear();
   escape_scan_.reset();
+  status_timer_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.

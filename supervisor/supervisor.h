@@ -29,6 +29,7 @@
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/process.h"
+#include "supervisor/status.h"
 #include "supervisor/uv.h"
 #include "supervisor/worker.h"
 
@@ -50,6 +51,11 @@ class Supervisor {
 
   // Sets up cgroups, starts every program and runs until stopped; the exit code.
   int run();
+
+  // A snapshot of every program and worker (status.h), from the loop; with
+  // `workers` false, only the totals (no worker is looked at but for its
+  // state).
+  SupervisorStatus status(bool workers = true) const;
 
  private:
   struct Program {
@@ -77,6 +83,10 @@ class Supervisor {
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
   void warn_unenforced(const config::ProgramConfig& program);
+
+  WorkerStatus worker_status(const Worker& worker, const ProgramMonitor* monitor) const;
+  // systemd's STATUS= line, sent when it changes (checked once a second).
+  void notify_status();
 
   void clear_workers(Program& program);
   ProgramMonitor* monitor_of(const Worker& worker);
@@ -151,6 +161,12 @@ class Supervisor {
   };
   std::optional<StartUp> start_up_;      // while starting up
   uv::Handle<uv_idle_t> start_up_idle_;  // runs the next slice
+
+  // Exits and recycles since recycler started, across reloads (status.h).
+  StatusCounters counters_;
+  TimePoint started_at_{};
+  std::unique_ptr<Timer> status_timer_;
+  std::string status_sent_;
 
   bool shutting_down_ = false;
   bool forced_ = false;

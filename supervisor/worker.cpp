@@ -140,8 +140,13 @@ void Worker::spawn() {
 
   LaunchSpec spec;
   spec.argv = program_->command;
-  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation_, notify_socket_,
-                                std::exchange(cause_, std::nullopt));
+  std::optional<RecycleCause> cause = std::exchange(cause_, std::nullopt);
+  if (cause) {
+    ++recycles_;
+    last_recycle_reason_ = cause->reason;
+  }
+  spec.env =
+      worker_environment(ctx_.base_env, *program_, slot_, generation_, notify_socket_, cause);
   clean_exit_.reset();
   spec.cwd = program_->cwd;
   spec.uid = program_->uid;
@@ -169,6 +174,7 @@ void Worker::spawn() {
                 {"error", started.error().message}});
     last_exit_ = ExitStatus{127};
     last_uptime_ = Duration{0};
+    if (!stop_requested_) ++crashes_;
     set_state(WorkerState::Exited);
     if (stop_requested_)
       finish_stop();
@@ -230,6 +236,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   }
   bool requested = stop_requested_ || recycling() || clean_exit_.has_value();
   Level level = requested || (status.success() && !oom) ? Level::Info : Level::Warn;
+  if (level == Level::Warn) ++crashes_;
   log::Fields fields{{"program", program_->name},
                      {"slot", slot_},
                      {"pid", process_ ? process_->pid() : 0},

@@ -140,6 +140,12 @@ class Worker {
   std::optional<pid_t> pid() const;
   // How the last run ended (the failure, for a failed start).
   std::optional<ExitStatus> last_exit() const { return last_exit_; }
+  // Starts that followed a recycle, and runs that ended on their own and not
+  // cleanly (a crash, a kill nobody asked for, an OOM kill, a failed start).
+  uint64_t recycles() const { return recycles_; }
+  uint64_t crashes() const { return crashes_; }
+  // RECYCLER_RECYCLE_REASON of the last start that followed a recycle.
+  const std::string& last_recycle_reason() const { return last_recycle_reason_; }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout{5000};
@@ -179,6 +185,9 @@ class Worker {
   TimePoint started_at_{};
   std::optional<uint64_t> oom_kills_at_start_;
   std::optional<ExitStatus> last_exit_;
+  uint64_t recycles_ = 0;
+  uint64_t crashes_ = 0;
+  std::string last_recycle_reason_;
   Duration last_uptime_{0};
   bool stop_requested_ = false;
   std::optional<Duration> recycle_delay_;

@@ -39,7 +39,12 @@ std::string RecycleController::name(unsigned slot) const {
 
 // "anon 612 MiB > 600 MiB (memory policy)": what RECYCLER_RECYCLE_REASON says.
 std::string RecycleController::cause_text(size_t policy, const Decision& decision) const {
+  if (policy == kOperator) return decision.reason;
   return decision.reason + " (" + std::string(policies_[policy]->name()) + " policy)";
+}
+
+std::string_view RecycleController::policy_name(size_t policy) const {
+  return policy == kOperator ? std::string_view(kOperatorPolicy) : policies_[policy]->name();
 }
 
 void RecycleController::log(LogLevel level, std::string message) {
@@ -215,7 +220,7 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
   // earlier (a spike on top of the leak that asked for it).
   if (run.checkpoint && decision.action == Decision::Action::Restart) {
     log(LogLevel::Warn, fmt::format("{}: {} ({} policy) while it checkpoints; restarting it now",
-                                    name(slot), decision.reason, policies_[policy]->name()));
+                                    name(slot), decision.reason, policy_name(policy)));
     run.checkpoint.reset();
     emit(CancelCheckpointTimer{slot});
     return restart(slot, policy, cause_text(policy, decision), false);
@@ -231,7 +236,7 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
           fmt::format("{} recycle{} waits its turn ({} of at most {} under way): {} ({} policy)",
                       name(slot), signal ? " pid " + std::to_string(key.pid) : std::string(),
                       queue_.in_flight_count(), program_->max_concurrent_recycles, decision.reason,
-                      policies_[policy]->name()));
+                      policy_name(policy)));
       waiting_[{key.slot, key.pid}] = Waiting{policy, std::move(decision), run.generation};
       break;
     case policies::RecycleQueue::Admit::AlreadyInFlight:
@@ -262,13 +267,13 @@ void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& 
 // The recycle line and event, and its timeline row.
 void RecycleController::announce(unsigned slot, size_t policy, const Decision& decision,
                                  pid_t target) {
-  const policies::Policy& p = *policies_[policy];
+  std::string_view p = policy_name(policy);
   const Slot& s = slots_[slot];
   log::Fields fields{{"program", program_->name},
                      {"slot", slot},
                      {"pid", target},
                      {"generation", s.run ? s.run->generation : 0u},
-                     {"policy", std::string(p.name())},
+                     {"policy", std::string(p)},
                      {"action", policies::to_string(decision.action)},
                      {"reason", decision.reason}};
   if (decision.predicted_s) fields.emplace_back("predicted_s", *decision.predicted_s);
@@ -276,29 +281,30 @@ void RecycleController::announce(unsigned slot, size_t policy, const Decision& d
   std::string what = decision.action == Decision::Action::Signal ? " pid " + std::to_string(target)
                                                                  : std::string();
   event(LogLevel::Info, "recycle",
-        fmt::format("{} recycle{}: {} ({} policy)", name(slot), what, decision.reason, p.name()),
+        fmt::format("{} recycle{}: {} ({} policy)", name(slot), what, decision.reason, p),
         std::move(fields));
   if (acted_) acted_(slot, policy, decision);
 }
 
 void RecycleController::restart(unsigned slot, size_t policy, std::string reason, bool resume) {
   Slot& s = slots_[slot];
-  const policies::Policy& p = *policies_[policy];
+  std::string_view p = policy_name(policy);
+  bool may_loop = policy != kOperator && policies_[policy]->may_loop();
   auto uptime = std::chrono::duration_cast<Duration>(now_() - s.run->context.started);
-  Duration delay =
-      s.guard.on_recycle(uptime, p.may_loop(), std::to_string(policy) + std::string(p.name()));
+  Duration delay = s.guard.on_recycle(
+      uptime, may_loop,
+      (policy == kOperator ? std::string() : std::to_string(policy)) + std::string(p));
   if (delay > Duration{0}) {
-    event(
-        LogLevel::Warn, "recycle_loop",
-        fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
-                    "it starts near its limit; its next start waits {} (recycle loop {})",
-                    name(slot), p.name(), format_duration(uptime),
-                    format_duration(program_->min_uptime), format_duration(delay), s.guard.loops()),
-        {{"program", program_->name},
-         {"slot", slot},
-         {"policy", std::string(p.name())},
-         {"delay_s", static_cast<double>(delay.count()) / 1000.0},
-         {"loops", s.guard.loops()}});
+    event(LogLevel::Warn, "recycle_loop",
+          fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
+                      "it starts near its limit; its next start waits {} (recycle loop {})",
+                      name(slot), p, format_duration(uptime), format_duration(program_->min_uptime),
+                      format_duration(delay), s.guard.loops()),
+          {{"program", program_->name},
+           {"slot", slot},
+           {"policy", std::string(p)},
+           {"delay_s", static_cast<double>(delay.count()) / 1000.0},
+           {"loops", s.guard.loops()}});
   }
   s.run->recycling = true;
   s.run->asking.reset();
@@ -542,6 +548,38 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
     it->requests = run.pid_requests[*pid];
   }
   evaluate(slot, s, policies::kNeedsRequests);
+}
+
+bool RecycleController::recycle_asked(unsigned slot, std::string reason) {
+  if (slot >= slots_.size() || !running(slot)) return false;
+  Decision d;
+  d.action = std::any_of(policies_.begin(), policies_.end(),
+                         [](const policies::Policy* p) { return p->checkpoints(); })
+                 ? Decision::Action::Checkpoint
+                 : Decision::Action::Restart;
+  d.reason = std::move(reason);
+  decide(slot, kOperator, std::move(d));
+  return true;
+}
+
+const policies::Sample* RecycleController::last_sample(unsigned slot) const {
+  if (slot >= slots_.size() || !slots_[slot].run) return nullptr;
+  return &slots_[slot].run->last;
+}
+
+std::optional<uint64_t> RecycleController::requests_served(unsigned slot) const {
+  if (slot >= slots_.size() || !slots_[slot].run) return std::nullopt;
+  return slots_[slot].run->requests;
+}
+
+std::vector<std::pair<size_t, const policies::Outlook*>> RecycleController::outlooks(
+    unsigned slot) const {
+  std::vector<std::pair<size_t, const policies::Outlook*>> out;
+  if (slot >= slots_.size() || !slots_[slot].run) return out;
+  const Run& run = *slots_[slot].run;
+  for (size_t i = 0; i < policies_.size(); ++i)
+    if (const policies::Outlook* o = policies_[i]->outlook(*run.states[i])) out.emplace_back(i, o);
+  return out;
 }
 
 }  // namespace recycler::engine

@@ -164,6 +164,22 @@ class RecycleController {
   void recycle_refused(unsigned slot);
   void process_signalled(unsigned slot, pid_t pid, Signalled result);
   void process_exited(unsigned slot, pid_t pid);
+  // An operator asked to recycle the worker (the control socket): decided as
+  // a policy's whole-worker decision is, through the same queue, loop guard
+  // and checkpoint (asked first when one of the program's policies would ask
+  // for one). Counted and logged as policy "control". False when the slot
+  // has no run to recycle (not running, or a recycle already under way).
+  bool recycle_asked(unsigned slot, std::string reason);
+  // The policy name decisions of recycle_asked() carry.
+  static constexpr const char* kOperatorPolicy = "control";
+
+  // What status shows of a run: its last sample (with the counts
+  // prepare() filled in), nullptr when the slot has none; the requests
+  // served so far; each predicting policy's outlook (policy index, outlook),
+  // valid until the next event.
+  const policies::Sample* last_sample(unsigned slot) const;
+  std::optional<uint64_t> requests_served(unsigned slot) const;
+  std::vector<std::pair<size_t, const policies::Outlook*>> outlooks(unsigned slot) const;
 
   // The worker's processes, for the pids its output names: known() answers
   // from the last list, `fresh` while no pid missing from it was looked up
@@ -228,6 +244,9 @@ class RecycleController {
   };
 
   std::string name(unsigned slot) const;
+  // The policy behind a decision: an index of policies_, or kOperator.
+  static constexpr size_t kOperator = static_cast<size_t>(-1);
+  std::string_view policy_name(size_t policy) const;
   // Built in place: moving a whole Command through a temporary makes GCC 12
   // at -O2 warn that AskCheckpoint::signal "may be used uninitialized".
   template <typename C>

@@ -1,8 +1,11 @@
-// What GET /metrics says: the supervisor's figures in the Prometheus text
-// format (text.h). Pure: the caller gathers the figures (Supervisor's
-// status, /proc/self, the monitor's sample durations, the server's own
-// counters) and this writes them; the series and their labels are listed in
-// the README ("Metrics").
+// What GET /metrics says: the supervisor's status snapshot (status.h) and
+// its own figures in the Prometheus text format (text.h). Pure: the caller
+// gathers the figures (Supervisor::status(), /proc/self, the monitor's
+// sample durations, the server's counters) and this writes them. Worker
+// series are labelled by program and slot, never pid; every per-program
+// series (counters included) is written only for the programs in the
+// snapshot, so a program removed by a reload disappears. The series are
+// listed in the README ("Metrics").
 #pragma once
 
 #include <optional>
@@ -10,6 +13,7 @@
 
 #include "supervisor/metrics/process_stats.h"
 #include "supervisor/metrics/text.h"
+#include "supervisor/status.h"
 
 namespace recycler::metrics {
 
@@ -20,6 +24,7 @@ struct ServerCounters {
 };
 
 struct Figures {
+  const SupervisorStatus* status = nullptr;
   std::optional<ProcessStats> process;  // recycler itself; none when /proc could not be read
   const Histogram* sample_duration = nullptr;
   ServerCounters server;

@@ -550,5 +550,75 @@ TEST_F(ControllerTest, AnOutlookIsLoggedWhenGrowthIsFirstSeenAndWhenItStops) {
   EXPECT_TRUE(logged("app[0] leak: no longer growing"));
 }
 
+TEST_F(ControllerTest, TheOutlookAndLastSampleAreThereForStatus) {
+  make(
+      "    limits: {memory_max: 4GiB}\n"
+      "    policies:\n"
+      "      - leak: {window: 60s, warmup: 0s, horizon: 1s, min_slope: 1MiB/min}\n");
+  EXPECT_EQ(controller->last_sample(0), nullptr);
+  start();
+  for (int i = 0; i < 120; ++i) {
+    now += 1s;
+    sampled(sample(100 + i));
+  }
+  ASSERT_NE(controller->last_sample(0), nullptr);
+  EXPECT_EQ(controller->last_sample(0)->anon, 219 * kMiB);
+  auto outlooks = controller->outlooks(0);
+  ASSERT_EQ(outlooks.size(), 1u);
+  EXPECT_EQ(outlooks[0].first, 0u);
+  EXPECT_NEAR(outlooks[0].second->slope, 1.0 * kMiB, 0.1 * kMiB);
+  EXPECT_GT(outlooks[0].second->predicted_s, 0);
+  controller->run_ended(0, RunEnd::Finished);
+  EXPECT_TRUE(controller->outlooks(0).empty());
+  EXPECT_EQ(controller->requests_served(0), std::nullopt);
+}
+
+TEST_F(ControllerTest, AnOperatorRecycleGoesThroughTheQueueAsPolicyControl) {
+  make("    instances: 2\n", 2);
+  start(0, 1, 100);
+  start(1, 1, 200);
+  std::vector<std::string> acted;
+  controller->on_acted([&](unsigned, size_t, const Decision& d) { acted.push_back(d.reason); });
+  EXPECT_TRUE(controller->recycle_asked(0, "asked by the operator"));
+  EXPECT_TRUE(controller->recycle_asked(1, "asked by the operator"));
+  take();
+  // max_concurrent_recycles 1: the second waits for the first's replacement.
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_EQ(recycles[0].slot, 0u);
+  EXPECT_EQ(recycles[0].reason, "asked by the operator");
+  EXPECT_EQ(recycles[0].delay, 0s);
+  EXPECT_TRUE(logged("app[1] recycle waits its turn"));
+  bool control_event = false;
+  for (const Log& l : all<Log>())
+    for (const log::Field& f : l.fields)
+      if (l.event == "recycle" && f.key == "policy" && std::get<std::string>(f.value) == "control")
+        control_event = true;
+  EXPECT_TRUE(control_event);
+  EXPECT_FALSE(controller->recycle_asked(0, "again")) << "a recycle is under way";
+  controller->run_ended(0, RunEnd::Stopping);
+  start(0, 2, 101);
+  take();
+  recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 2u);
+  EXPECT_EQ(recycles[1].slot, 1u);
+  EXPECT_EQ(acted.size(), 2u);
+}
+
+TEST_F(CheckpointTest, AnOperatorRecycleAsksForACheckpointWhereAPolicyWould) {
+  commands.clear();
+  make(
+      "    checkpoint: {signal: USR1, timeout: 60s}\n"
+      "    policies:\n"
+      "      - memory: {limit: 500MiB, action: checkpoint}\n");
+  start();
+  EXPECT_TRUE(controller->recycle_asked(0, "asked by the operator"));
+  take();
+  auto asks = all<AskCheckpoint>();
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].reason, "asked by the operator");
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+}
+
 }  // namespace
 }  // namespace recycler::engine

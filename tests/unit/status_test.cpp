@@ -1,0 +1,68 @@
+// The status snapshot's pure parts: how exits are classified and counted
+// from the log events, the recycle counters, and systemd's summary line.
+#include "supervisor/status.h"
+
+#include <gtest/gtest.h>
+
+namespace recycler {
+namespace {
+
+TEST(StatusTest, ExitsAreClassifiedByWhatEndedThem) {
+  EXPECT_EQ(classify_exit(true, false, true, 0), ExitReason::OomKill);
+  EXPECT_EQ(classify_exit(true, true, true, 0), ExitReason::OomKill) << "even during a stop";
+  EXPECT_EQ(classify_exit(false, true, true, 0), ExitReason::Clean) << "a stop by SIGTERM";
+  EXPECT_EQ(classify_exit(false, false, false, 0), ExitReason::Clean);
+  EXPECT_EQ(classify_exit(false, false, false, 3), ExitReason::Crash);
+  EXPECT_EQ(classify_exit(false, false, true, 0), ExitReason::Signal);
+  EXPECT_STREQ(to_string(ExitReason::OomKill), "oom_kill");
+}
+
+TEST(StatusTest, CountersComeFromTheEventsThatReportExitsAndRecycles) {
+  StatusCounters counters;
+  counters.observe("exit", {{"program", "api"}, {"requested", false}, {"status", 1}});
+  counters.observe("exit", {{"program", "api"}, {"requested", true}, {"signal", "SIGTERM"}});
+  counters.observe("oom_kill", {{"program", "api"}, {"oom_kill", true}, {"signal", "SIGKILL"}});
+  counters.observe("exit", {{"program", "api"}, {"requested", false}, {"signal", "SIGSEGV"}});
+  counters.observe("recycle", {{"program", "api"}, {"policy", "memory"}, {"action", "restart"}});
+  counters.observe("recycle", {{"program", "api"}, {"policy", "memory"}, {"action", "restart"}});
+  counters.observe("recycle", {{"program", "web"}, {"policy", "control"}, {"action", "restart"}});
+  counters.observe("start", {{"program", "api"}});  // not counted
+
+  SupervisorStatus s;
+  counters.fill(s);
+  EXPECT_EQ(s.exits[ExitReason::Crash], 1u);
+  EXPECT_EQ(s.exits[ExitReason::Clean], 1u);
+  EXPECT_EQ(s.exits[ExitReason::OomKill], 1u);
+  EXPECT_EQ(s.exits[ExitReason::Signal], 1u);
+  EXPECT_EQ(s.oom_kills, 1u);
+  EXPECT_EQ(s.recycles, 3u);
+  EXPECT_EQ((s.recycles_by[{"api", "memory", "restart"}]), 2u);
+  EXPECT_EQ((s.recycles_by[{"web", "control", "restart"}]), 1u);
+  // By program too (the metrics endpoint's recycler_exits_total{program,reason}).
+  EXPECT_EQ((s.exits_by[{"api", ExitReason::Crash}]), 1u);
+  EXPECT_EQ((s.exits_by[{"api", ExitReason::OomKill}]), 1u);
+  EXPECT_EQ(s.exits_by.size(), 4u);
+}
+
+TEST(StatusTest, EveryExitReasonIsThereEvenWhenNoneHappened) {
+  SupervisorStatus s;
+  StatusCounters().fill(s);
+  EXPECT_EQ(s.exits.size(), 4u);
+  EXPECT_EQ(s.recycles, 0u);
+}
+
+TEST(StatusTest, TheSummaryLineSaysWhatSystemdShows) {
+  SupervisorStatus s;
+  s.programs.resize(3);
+  s.workers_running = 7;
+  s.recycles = 12;
+  EXPECT_EQ(summary_line(s), "3 programs, 7 workers running, 12 recycles, 0 OOM kills");
+  s.programs.resize(1);
+  s.workers_running = 1;
+  s.recycles = 1;
+  s.oom_kills = 1;
+  EXPECT_EQ(summary_line(s), "1 program, 1 worker running, 1 recycle, 1 OOM kill");
+}
+
+}  // namespace
+}  // namespace recycler
