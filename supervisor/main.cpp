@@ -47,6 +47,7 @@ struct RunOptions {
   std::string log_format;
   std::string log_level;
   unsigned threads = 0;
+  std::string metrics;
 };
 
 int print_diagnostics(const config::LoadResult& loaded) {
@@ -91,6 +92,15 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   }
   if (auto mode = enum_value(config::kRestartModes, o.restart)) p.restart.mode = *mode;
   if (o.threads) p.threads = o.threads;
+  if (!o.metrics.empty()) {
+    std::string why;
+    auto listen = config::parse_listen_address(o.metrics, &why);
+    if (!listen) {
+      *status = usage_error("--metrics: \"" + o.metrics + "\": " + why);
+      return std::nullopt;
+    }
+    cfg.metrics = config::MetricsConfig{*listen};
+  }
   // Several wrapped commands may run side by side: each run gets a root of its
   // own unless told otherwise.
   cfg.cgroup_root = o.cgroup_root.empty() ? std::string(kWrapRootParent) + "/" + p.name + "." +
@@ -121,9 +131,10 @@ int run_command(const RunOptions& o) {
   config::Config cfg;
   SupervisorOptions options;
   if (!o.config_file.empty()) {
-    if (!o.name.empty() || !o.memory_max.empty() || !o.cgroup_root.empty() || o.threads)
+    if (!o.name.empty() || !o.memory_max.empty() || !o.cgroup_root.empty() || o.threads ||
+        !o.metrics.empty())
       return usage_error(
-          "--name, --memory-max, --threads and --cgroup-root apply to -- CMD only; "
+          "--name, --memory-max, --threads, --cgroup-root and --metrics apply to -- CMD only; "
           "set them in the config file");
     config::LoadResult loaded = config::load_file(o.config_file);
     if (int status = print_diagnostics(loaded)) return status;
@@ -157,6 +168,7 @@ int check_command(const std::string& file) {
     }
     std::cout << escape_text(line) << "\n";  // commands, paths: text from the file
   }
+  if (cfg.metrics) std::cout << "metrics: http://" << cfg.metrics->listen.str() << "/metrics\n";
   std::cout << escape_text(file) << ": ok, " << cfg.programs.size() << " program"
             << (cfg.programs.size() == 1 ? "" : "s") << "; cgroup "
             << cgroup::to_string(layout.mode);
@@ -304,6 +316,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
                       "Wrap mode: where worker cgroups go (default: recycler-run/NAME.PID)");
+  run_cmd->add_option("--metrics", run.metrics,
+                      "Wrap mode: serve Prometheus metrics on HOST:PORT ([V6]:PORT), e.g. "
+                      "127.0.0.1:9464");
   run_cmd->add_option("--log-format", run.log_format, "Override log.format")
       ->check(CLI::IsMember(enum_names(config::kLogFormats)));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")

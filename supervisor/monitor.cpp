@@ -158,6 +158,8 @@ void ProgramMonitor::sample(Slot& slot) {
   Worker& w = *slot.worker;
   if (!controller_.running(slot.index) || w.state() != WorkerState::Running || w.recycling())
     return;
+  // What the probes cost, from the first read (cgroup.procs) to the last.
+  TimePoint probe_start = SteadyClock::now();
   unsigned needs = controller_.needs();
   auto dir = w.cgroup().memory_dir();
   bool list = probe::reads_processes(needs, dir.has_value());
@@ -170,6 +172,8 @@ void ProgramMonitor::sample(Slot& slot) {
   policies::Sample s = probe::probe_worker(reader ? &*reader : nullptr, ctx_.procs, pids,
                                            w.pid().value_or(0), needs, now);
   if (gpu) add_gpu(s, pids);
+  ctx_.sample_duration.observe(
+      std::chrono::duration<double>(SteadyClock::now() - probe_start).count());
   controller_.prepare(slot.index, s, list ? &pids : nullptr);
   slot.last_sample = now;
   if (slot.timeline) {

@@ -31,6 +31,7 @@
 #include "supervisor/config/config.h"
 #include "supervisor/engine/recycle_controller.h"
 #include "supervisor/gpu/sampler.h"
+#include "supervisor/metrics/text.h"
 #include "supervisor/notify/message.h"
 #include "supervisor/notify/output_match.h"
 #include "supervisor/probe/memory_watch.h"
@@ -49,6 +50,9 @@ struct MonitorContext {
   std::mt19937_64& rng;
   // GPU figures (NVML), when the config asks for them; else null.
   gpu::Sampler* gpu = nullptr;
+  // How long reading the probes takes, per sample (seconds; every program):
+  // recycler_sample_duration_seconds on the metrics endpoint.
+  metrics::Histogram sample_duration{metrics::kSampleDurationBuckets};
 };
 
 class ProgramMonitor {

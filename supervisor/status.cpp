@@ -63,8 +63,10 @@ void StatusCounters::observe(std::string_view event, const log::Fields& fields) 
   if (event == "exit" || event == "oom_kill") {
     bool signaled = find(fields, "signal") != nullptr;
     int status = static_cast<int>(integer(fields, "status"));
-    ++exits_[classify_exit(event == "oom_kill" || flag(fields, "oom_kill"),
-                           flag(fields, "requested"), signaled, status)];
+    ExitReason reason = classify_exit(event == "oom_kill" || flag(fields, "oom_kill"),
+                                      flag(fields, "requested"), signaled, status);
+    ++exits_[reason];
+    ++exits_by_[{text(fields, "program"), reason}];
   } else if (event == "recycle") {
     ++recycles_[{text(fields, "program"), text(fields, "policy"), text(fields, "action")}];
   }
@@ -78,6 +80,7 @@ void StatusCounters::fill(SupervisorStatus& status) const {
   }
   status.oom_kills = status.exits[ExitReason::OomKill];
   status.recycles_by = recycles_;
+  status.exits_by = exits_by_;
   status.recycles = 0;
   for (const auto& [key, n] : recycles_) status.recycles += n;
 }

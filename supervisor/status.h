@@ -82,6 +82,8 @@ struct SupervisorStatus {
   uint64_t oom_kills = 0;
   std::map<ExitReason, uint64_t> exits;  // every reason, 0 when none
   std::map<RecycleCountKey, uint64_t> recycles_by;
+  // Exits by program and reason (those that happened).
+  std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by;
 };
 
 // Counts exits and recycles from the log events that report them.
@@ -91,11 +93,12 @@ class StatusCounters {
   // by its reason, "recycle" a recycle by program, policy and action; others
   // are ignored.
   void observe(std::string_view event, const log::Fields& fields);
-  // Copies the totals into `status` (recycles, oom_kills, exits, recycles_by).
+  // Copies the totals into `status` (recycles, oom_kills, exits, exits_by, recycles_by).
   void fill(SupervisorStatus& status) const;
 
  private:
   std::map<ExitReason, uint64_t> exits_;
+  std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by_;
   std::map<RecycleCountKey, uint64_t> recycles_;
 };
 

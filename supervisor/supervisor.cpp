@@ -12,6 +12,7 @@
 #include "policies/metric.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/log.h"
+#include "supervisor/metrics/exporter.h"
 #include "supervisor/summary.h"
 
 extern char** environ;
@@ -88,6 +89,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 }
 
 Supervisor::~Supervisor() {
+  metrics_.reset();
   log::observe_events(nullptr);
   status_timer_.reset();
   control_.reset();
@@ -143,6 +145,8 @@ int Supervisor::run() {
   // Before any cgroup: a second recycler of this config stops here.
   open_control();
   if (exit_code_ != 0) return exit_code_;
+  // Before anything is created: an address in use leaves nothing behind.
+  if (!apply_metrics(config_)) return 1;
 
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
@@ -486,6 +490,57 @@ void Supervisor::start_gpu(const config::Config& config) {
   monitor_context_.gpu = gpu_.get();
 }
 
+bool Supervisor::apply_metrics(const config::Config& config) {
+  if (!config.metrics) {
+    if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
+    metrics_.reset();
+    return true;
+  }
+  if (metrics_ && metrics_->address() == config.metrics->listen) return true;
+  auto listen = [this](const config::ListenAddress& address) {
+    return metrics::Server::listen(&loop_, timers_, address, [this] { return metrics_text(); });
+  };
+  auto server = listen(config.metrics->listen);
+  if (!server && metrics_) {
+    // A reload that keeps the port and changes the host (127.0.0.1 to
+    // 0.0.0.0) needs the old socket closed first; if the new one still
+    // fails, the old address comes back.
+    config::ListenAddress old = metrics_->address();
+    metrics_.reset();
+    server = listen(config.metrics->listen);
+    if (!server) {
+      log::error("{}", server.error().message);
+      if (auto back = listen(old)) {
+        metrics_ = std::move(back.value());
+        log::warn("metrics: still serving {}", metrics_->url());
+      }
+      return false;
+    }
+  }
+  if (!server) {
+    log::error("{}", server.error().message);
+    return false;
+  }
+  if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
+  metrics_ = std::move(server.value());
+  log::info("metrics: serving {}", metrics_->url());
+  return true;
+}
+
+std::string Supervisor::metrics_text() {
+  SupervisorStatus snapshot = status();
+  metrics::Figures figures;
+  figures.status = &snapshot;
+  auto process = metrics::read_process_stats(options_.paths.proc);
+  if (process) figures.process = *process;
+  figures.sample_duration = &monitor_context_.sample_duration;
+  if (metrics_) {
+    const metrics::Server::Stats& s = metrics_->stats();
+    figures.server = {s.scrapes, s.refused, s.dropped};
+  }
+  return metrics::render(figures);
+}
+
 Supervisor::ReloadOutcome Supervisor::reload() {
   ReloadOutcome out;
   if (options_.config_path.empty()) {
@@ -523,6 +578,7 @@ Supervisor::ReloadOutcome Supervisor::reload() {
     log::warn("control: the control socket stays as it is until recycler restarts");
   log::init(next.log.level, next.log.format);
   start_gpu(next);
+  apply_metrics(next);
 
   std::vector<std::string> names;
   for (auto& [name, program] : programs_) names.push_back(name);
@@ -723,6 +779,7 @@ void Supervisor::finish_shutdown() {
   cgroups_->close();
   signals_.clear();
   runtime_.reset();
+  metrics_.reset();
   log::info("recycler stopped");
   uv_stop(&loop_);
 }

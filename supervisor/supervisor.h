@@ -26,6 +26,7 @@
 #include "supervisor/config/config.h"
 #include "supervisor/control/server.h"
 #include "supervisor/escapes.h"
+#include "supervisor/metrics/server.h"
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
@@ -95,6 +96,10 @@ class Supervisor {
   void open_runtime_dir();
   // GPU figures (gpu/sampler.h) from when a config first asks for them.
   void start_gpu(const config::Config& config);
+  // The metrics endpoint (metrics/server.h) where `config` asks for one:
+  // opened, moved or closed to match it; false when it cannot listen there.
+  bool apply_metrics(const config::Config& config);
+  std::string metrics_text();
   std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
@@ -156,6 +161,7 @@ class Supervisor {
   uint64_t notify_malformed_ = 0;
   TimePoint notify_warned_{};
   std::unique_ptr<cgroup::Manager> cgroups_;
+  std::unique_ptr<metrics::Server> metrics_;
   // Processes that leave their worker's cgroup (escapes.h).
   std::unique_ptr<EscapeTracker> escapes_;
   std::unique_ptr<Timer> escape_scan_;

@@ -1,8 +1,49 @@
 #include "supervisor/config/config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <charconv>
+
 #include "policies/policy.h"
 
 namespace recycler::config {
+
+std::string ListenAddress::str() const {
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::optional<ListenAddress> parse_listen_address(std::string_view text, std::string* why) {
+  ListenAddress out;
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    *why = "expected HOST:PORT or [IPV6]:PORT, e.g. 127.0.0.1:9464";
+    return std::nullopt;
+  }
+  std::string_view host = text.substr(0, colon), port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    out.v6 = true;
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    *why = "an IPv6 address goes in brackets: [::1]:9464";
+    return std::nullopt;
+  }
+  out.host = std::string(host);
+  unsigned char addr[sizeof(in6_addr)];
+  if (::inet_pton(out.v6 ? AF_INET6 : AF_INET, out.host.c_str(), addr) != 1) {
+    *why = "\"" + out.host + "\" is not a numeric " + (out.v6 ? "IPv6" : "IPv4") +
+           " address (host names are not resolved; 0.0.0.0 or [::] listen on all)";
+    return std::nullopt;
+  }
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
+    *why = "the port must be a number from 0 to 65535 (0: any free port)";
+    return std::nullopt;
+  }
+  out.port = static_cast<uint16_t>(value);
+  return out;
+}
 
 const ProgramConfig* Config::find(const std::string& name) const {
   for (const auto& program : programs)

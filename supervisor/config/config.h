@@ -209,6 +209,26 @@ struct ControlConfig {
   std::optional<std::string> group;
   std::optional<gid_t> gid;  // resolved from group
   bool operator==(const ControlConfig&) const = default;
+// Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
+// [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
+struct ListenAddress {
+  std::string host;  // without brackets
+  uint16_t port = 0;
+  bool v6 = false;
+  // HOST:PORT, [V6]:PORT for IPv6.
+  std::string str() const;
+  bool operator==(const ListenAddress&) const = default;
+};
+
+// "HOST:PORT" or "[V6]:PORT" -> ListenAddress; nullopt and `why` otherwise.
+// Numeric addresses only: a host name would need a resolver at start-up.
+std::optional<ListenAddress> parse_listen_address(std::string_view text, std::string* why);
+
+// `metrics: {listen: 127.0.0.1:9464}`: the Prometheus endpoint
+// (supervisor/metrics/); off without the section.
+struct MetricsConfig {
+  ListenAddress listen{"127.0.0.1", 9464, false};
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct Config {
@@ -216,6 +236,7 @@ struct Config {
   LogConfig log;
   std::optional<GpuConfig> gpu;
   ControlConfig control;
+  std::optional<MetricsConfig> metrics;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;

@@ -106,9 +106,11 @@ void set(T& out, const std::optional<U>& v) {
 // ---------------------------------------------------------------------------
 // Top-level sections
 
-constexpr std::string_view kTopKeys[] = {"log", "cgroup_root", "gpu", "control", "programs"};
+constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",
+                                         "control", "metrics",     "programs"};
 constexpr std::string_view kControlKeys[] = {"socket", "mode", "group"};
 constexpr std::string_view kGpuKeys[] = {"nvml"};
+constexpr std::string_view kMetricsKeys[] = {"listen"};
 constexpr std::string_view kLogKeys[] = {"level", "format"};
 constexpr std::string_view kProgramKeys[] = {"command",
                                              "env",
@@ -230,6 +232,20 @@ void parse_control(const Field& f, const fs::path& base, const HostLookup& host,
       control.group = *name;
       control.gid = *gid;
     }
+// metrics: {listen: HOST:PORT}; a bare `metrics:` listens on the default.
+void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r) {
+  metrics.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kMetricsKeys);
+  if (!map) return;
+  if (auto* v = map->get("listen")) {
+    auto text = read_scalar(*v, "HOST:PORT", r);
+    if (!text) return;
+    std::string why;
+    if (auto address = parse_listen_address(*text, &why))
+      metrics->listen = *address;
+    else
+      r.error(v->mark(), v->path + ": " + why);
   }
 }
 
@@ -1022,6 +1038,7 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
   if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
   if (auto* v = top->find("control")) parse_control(*v, base, host, config.control, r);
+  if (auto* v = top->find("metrics")) parse_metrics(*v, config.metrics, r);
   parse_programs(top->find("programs"), root.value.Mark(), config, base, host, specs, r);
   // The compile step: policies and request patterns, built once.
   for (size_t i = 0; i < specs.size(); ++i) compile(specs[i], config.programs[i], r);

@@ -232,18 +232,25 @@ std::optional<uint32_t> parse_stat_threads(std::string_view text) {
 }
 
 std::optional<ProcStat> parse_stat(std::string_view text) {
-  std::string_view fields[22 - 2];  // 3 (state) .. 22 (starttime)
+  std::string_view fields[24 - 2];  // 3 (state) .. 24 (rss)
   if (!stat_fields(text, fields)) return std::nullopt;
   auto field = [&](int i) { return fields[i - 3]; };
   std::optional<uint64_t> ppid = parse_u64(field(4)), session = parse_u64(field(6)),
-                          flags = parse_u64(field(9)), start = parse_u64(field(22));
-  if (!ppid || !session || !flags || !start) return std::nullopt;
+                          flags = parse_u64(field(9)), utime = parse_u64(field(14)),
+                          stime = parse_u64(field(15)), start = parse_u64(field(22)),
+                          vsize = parse_u64(field(23)), rss = parse_u64(field(24));
+  if (!ppid || !session || !flags || !utime || !stime || !start || !vsize || !rss)
+    return std::nullopt;
   ProcStat out;
   out.state = field(3).size() == 1 ? field(3)[0] : '?';
   out.ppid = *ppid;
   out.session = *session;
   out.flags = *flags;
+  out.utime = *utime;
+  out.stime = *stime;
   out.starttime = *start;
+  out.vsize = *vsize;
+  out.rss_pages = *rss;
   return out;
 }
 

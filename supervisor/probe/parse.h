@@ -61,13 +61,18 @@ std::optional<uint32_t> parse_stat_threads(std::string_view text);
 // The /proc/PID/stat fields that say who a process is and where it hangs:
 // state (3), parent (4), session (6), the kernel's flags (9) and start time
 // (22, clock ticks after boot: with the pid, it tells a process from a later
-// one with the same pid).
+// one with the same pid); and what it costs: user and system CPU time (14,
+// 15, clock ticks), virtual memory size (23, bytes) and resident pages (24).
 struct ProcStat {
   char state = '?';
   uint64_t ppid = 0;
   uint64_t session = 0;
   uint64_t flags = 0;
+  uint64_t utime = 0;
+  uint64_t stime = 0;
   uint64_t starttime = 0;
+  uint64_t vsize = 0;
+  uint64_t rss_pages = 0;
   // PF_EXITING: the process is on its way out (and has already left its
   // cgroup, which /proc/PID/cgroup shows as the root).
   bool exiting() const { return flags & 0x4; }

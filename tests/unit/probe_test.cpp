@@ -293,7 +293,7 @@ TEST(ParseStatThreads, CountsFieldsFromTheLastParenthesis) {
             123u);
 }
 
-TEST(ParseStat, ReadsStateParentSessionAndStartTime) {
+TEST(ParseStat, ReadsStateParentSessionStartTimeAndCosts) {
   auto st = parse_stat(
       "4242 (my (weird) name) S 17 4242 4240 0 -1 4194560 125310 0 12 0 "
       "1503 211 0 0 20 0 7 0 675810 6094602240 128000\n");
@@ -304,6 +304,10 @@ TEST(ParseStat, ReadsStateParentSessionAndStartTime) {
   EXPECT_EQ(st->flags, 4194560u);
   EXPECT_FALSE(st->exiting());
   EXPECT_EQ(st->starttime, 675810u);
+  EXPECT_EQ(st->utime, 1503u);
+  EXPECT_EQ(st->stime, 211u);
+  EXPECT_EQ(st->vsize, 6094602240u);
+  EXPECT_EQ(st->rss_pages, 128000u);
   auto dying = parse_stat("7 (x) R 1 7 7 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0\n");
   ASSERT_TRUE(dying);
   EXPECT_TRUE(dying->exiting()) << "PF_EXITING";

@@ -38,6 +38,10 @@ TEST(StatusTest, CountersComeFromTheEventsThatReportExitsAndRecycles) {
   EXPECT_EQ(s.recycles, 3u);
   EXPECT_EQ((s.recycles_by[{"api", "memory", "restart"}]), 2u);
   EXPECT_EQ((s.recycles_by[{"web", "control", "restart"}]), 1u);
+  // By program too (the metrics endpoint's recycler_exits_total{program,reason}).
+  EXPECT_EQ((s.exits_by[{"api", ExitReason::Crash}]), 1u);
+  EXPECT_EQ((s.exits_by[{"api", ExitReason::OomKill}]), 1u);
+  EXPECT_EQ(s.exits_by.size(), 4u);
 }
 
 TEST(StatusTest, EveryExitReasonIsThereEvenWhenNoneHappened) {

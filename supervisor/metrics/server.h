@@ -1,0 +1,108 @@
+// The metrics endpoint: a TCP server on the supervisor's libuv loop that
+// answers GET /metrics (http.h) with what `render` returns. One thread, no
+// blocking call: scrapers are strangers, so everything they can make recycler
+// hold is bounded.
+//
+//   - At most Limits::max_clients connections. One more evicts the oldest
+//     that has not finished sending its request (a slow or silent client
+//     cannot keep scrapers out by holding every slot); when every slot is
+//     being answered, the newcomer is closed at once.
+//   - A request head is at most http::kMaxHead bytes and must be complete
+//     within head_timeout of the connection (a byte a second does not keep
+//     it open); the response must be taken within write_timeout.
+//   - Responses not yet taken by their clients hold at most
+//     max_pending_output bytes in all; past that a scrape gets 503.
+//   - A rendered body is reused for reuse_body_for: scrapers that come
+//     together cost one render, and no scraper can make recycler render more
+//     than about 1 / reuse_body_for times a second.
+//   - Every response closes the connection (Connection: close). After it,
+//     the server shuts down its side and reads (and drops) what the client
+//     still sends until it closes, at most linger_timeout: closing a socket
+//     with unread input would reset it and could lose the response.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+
+#include "supervisor/config/config.h"
+#include "supervisor/timers.h"
+#include "supervisor/util/result.h"
+#include "supervisor/uv.h"
+
+namespace recycler::metrics {
+
+class Server {
+ public:
+  struct Limits {
+    size_t max_clients = 16;
+    Duration head_timeout = std::chrono::seconds(5);
+    Duration write_timeout = std::chrono::seconds(10);
+    Duration linger_timeout = std::chrono::seconds(2);
+    size_t max_pending_output = 64 << 20;
+    Duration reuse_body_for = std::chrono::milliseconds(100);
+  };
+  // The body of GET /metrics, in the text exposition format.
+  using Render = std::function<std::string()>;
+
+  struct Stats {
+    uint64_t scrapes = 0;  // 200 responses
+    uint64_t refused = 0;  // 4xx/5xx responses
+    uint64_t dropped = 0;  // connections closed without a response (timeouts, evictions, full)
+  };
+
+  // Binds and listens; an error names the address and why ("address already
+  // in use"). Nothing is left open on error.
+  static Result<std::unique_ptr<Server>> listen(uv_loop_t* loop, Timers& timers,
+                                                const config::ListenAddress& address, Render render,
+                                                Limits limits);
+  static Result<std::unique_ptr<Server>> listen(uv_loop_t* loop, Timers& timers,
+                                                const config::ListenAddress& address,
+                                                Render render) {
+    return listen(loop, timers, address, std::move(render), Limits{});
+  }
+  // Closes the listening socket and every connection.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const config::ListenAddress& address() const { return address_; }
+  // The port bound: the configured one, or the kernel's pick for port 0.
+  uint16_t port() const { return port_; }
+  // http://HOST:PORT/metrics
+  std::string url() const;
+  const Stats& stats() const { return stats_; }
+  size_t clients() const { return clients_.size(); }
+
+  struct Client;  // one connection (server.cpp)
+
+ private:
+  Server(uv_loop_t* loop, Timers& timers, config::ListenAddress address, Render render,
+         Limits limits);
+
+  void on_connection();
+  void on_read(Client& c, ssize_t nread, const uv_buf_t* buf);
+  void respond(Client& c, std::string head, std::shared_ptr<const std::string> body);
+  void on_written(Client& c, int status);
+  void close(Client& c, bool dropped);
+  std::shared_ptr<const std::string> body();
+
+  uv_loop_t* loop_;
+  Timers& timers_;
+  config::ListenAddress address_;
+  uint16_t port_ = 0;
+  Render render_;
+  Limits limits_;
+  uv::Handle<uv_tcp_t> listener_;
+  std::list<Client*> clients_;  // in order of arrival; each freed when its handle closes
+  size_t pending_output_ = 0;
+  std::shared_ptr<const std::string> body_;
+  TimePoint body_at_{};
+  Stats stats_;
+};
+
+}  // namespace recycler::metrics
