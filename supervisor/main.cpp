@@ -40,7 +40,8 @@ struct RunOptions {
   std::string name;
   std::string memory_max;
   std::string restart = "on-failure";
-  std::string cgroup_root;
+  std::string cgroup_root;  // --cgroup-root, else RECYCLER_CGROUP_ROOT
+  bool cgroup_root_from_env = false;
   std::string log_format;
   std::string log_level;
   unsigned threads = 0;
@@ -117,15 +118,19 @@ int run_command(const RunOptions& o) {
 
   config::Config cfg;
   SupervisorOptions options;
+  if (!o.cgroup_root.empty())
+    if (std::string why = config::cgroup_root_problem(o.cgroup_root); !why.empty())
+      return usage_error((o.cgroup_root_from_env ? "RECYCLER_CGROUP_ROOT: " : "--cgroup-root: ") +
+                         why);
   if (!o.config_file.empty()) {
-    if (!o.name.empty() || !o.memory_max.empty() || !o.cgroup_root.empty() || o.threads)
+    if (!o.name.empty() || !o.memory_max.empty() || o.threads)
       return usage_error(
-          "--name, --memory-max, --threads and --cgroup-root apply to -- CMD only; "
-          "set them in the config file");
+          "--name, --memory-max and --threads apply to -- CMD only; set them in the config file");
     config::LoadResult loaded = config::load_file(o.config_file);
     if (int status = print_diagnostics(loaded)) return status;
     cfg = std::move(*loaded.config);
     options.config_path = o.config_file;
+    if (!o.cgroup_root.empty()) cfg.cgroup_root = options.cgroup_root = o.cgroup_root;
   } else {
     int status = 0;
     auto built = config_from_command_line(o, &status);
@@ -300,7 +305,8 @@ int main(int argc, char** argv) {
                    "Wrap mode: set OMP_NUM_THREADS, MKL_NUM_THREADS, ... to N")
       ->check(CLI::Range(1, 4096));
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
-                      "Wrap mode: where worker cgroups go (default: recycler-run/NAME.PID)");
+                      "Where worker cgroups go, instead of the file's cgroup_root (wrap mode: "
+                      "instead of recycler-run/NAME.PID); default: $RECYCLER_CGROUP_ROOT");
   run_cmd->add_option("--log-format", run.log_format, "Override log.format")
       ->check(CLI::IsMember(enum_names(config::kLogFormats)));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")
@@ -344,7 +350,14 @@ int main(int argc, char** argv) {
     int status = app.exit(e);
     return status == 0 ? 0 : kUsageError;
   }
-  if (*run_cmd) return run_command(run);
+  if (*run_cmd) {
+    if (const char* root = std::getenv("RECYCLER_CGROUP_ROOT");
+        root && *root && run.cgroup_root.empty()) {
+      run.cgroup_root = root;
+      run.cgroup_root_from_env = true;
+    }
+    return run_command(run);
+  }
   if (*check_cmd) return check_command(check_file);
   if (*replay_cmd) return replay_command(replay);
   return kUsageError;

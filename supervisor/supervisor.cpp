@@ -26,11 +26,12 @@ constexpr std::chrono::seconds kStrangerMemory{1};
 // cgroups or start may take longer); signals wait no longer than that.
 constexpr Duration kStartUpSlice{20};
 
-// Meant for recycler itself (systemd notify and socket activation): a worker
-// that inherited them would talk to systemd behind recycler's back.
+// Meant for recycler itself (systemd notify, watchdog and socket activation;
+// its cgroup root): a worker that inherited them would talk to systemd behind
+// recycler's back, or a nested recycler would take its parent's root.
 bool inherited_by_workers(const std::string& kv) {
   for (const char* name : {"NOTIFY_SOCKET=", "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=",
-                           "WATCHDOG_PID=", "WATCHDOG_USEC="})
+                           "WATCHDOG_PID=", "WATCHDOG_USEC=", "RECYCLER_CGROUP_ROOT="})
     if (kv.rfind(name, 0) == 0) return false;
   return true;
 }
@@ -487,6 +488,7 @@ void Supervisor::reload() {
     return;
   }
   config::Config next = std::move(*loaded.config);
+  if (!options_.cgroup_root.empty()) next.cgroup_root = options_.cgroup_root;
   if (next.cgroup_root != config_.cgroup_root) {
     log::error(
         "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "

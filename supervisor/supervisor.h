@@ -37,6 +37,9 @@ struct SupervisorOptions {
   std::string config_path;    // reread on SIGHUP; "" in wrap mode (nothing to reload)
   bool wrap_mode = false;     // exit with the wrapped command's own status
   bool per_run_root = false;  // cgroup_root is this run's own (see cgroup::OpenOptions)
+  // Set by `run --cgroup-root` / RECYCLER_CGROUP_ROOT: the file's cgroup_root
+  // is ignored, at start and on reload (one root per recycler@ instance).
+  std::string cgroup_root;
   cgroup::Paths paths;
 };
 

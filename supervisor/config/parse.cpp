@@ -165,8 +165,6 @@ bool cgroup_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || one_of(c, "_.@/-");
 }
 
-// The root ends up in paths handed to the kernel, so nothing that could
-// climb out of the intended subtree or name the same directory twice.
 // gpu: {nvml: PATH}; a bare `gpu:` turns GPU figures on with the default library.
 void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& gpu, Report& r) {
   gpu.emplace();
@@ -208,23 +206,8 @@ void check_nvml(const Config& config, const std::vector<ProgramSpec>& specs, con
 void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
   auto text = read_scalar(f, "a string", r);
   if (!text) return;
-  auto fail = [&](const std::string& why) { r.error(f.mark(), f.path + ": " + why); };
-  if (text->empty()) return fail("must not be empty");
-  auto bad = std::find_if_not(text->begin(), text->end(), cgroup_char);
-  if (bad != text->end())
-    return fail("invalid character " + quote(std::string(1, *bad)) + " in " + quote(*text) +
-                "; use letters, digits and _ . @ / -");
-  std::string_view rest = *text;
-  if (rest.front() == '/') rest.remove_prefix(1);
-  while (true) {
-    size_t slash = rest.find('/');
-    std::string_view part = rest.substr(0, slash);
-    if (part.empty()) return fail("empty path component in " + quote(*text));
-    if (part == "." || part == "..")
-      return fail("\".\" and \"..\" are not allowed in " + quote(*text));
-    if (slash == std::string_view::npos) break;
-    rest.remove_prefix(slash + 1);
-  }
+  if (std::string why = cgroup_root_problem(*text); !why.empty())
+    return r.error(f.mark(), f.path + ": " + why);
   root = *text;
 }
 
@@ -1013,6 +996,27 @@ LoadResult parse_string(std::string_view yaml, const std::string& file_name) {
 LoadResult parse_string(std::string_view yaml, const std::string& file_name,
                         const HostLookup& host) {
   return parse_document(yaml, file_name, fs::path(file_name).parent_path(), host);
+}
+
+// The root ends up in paths handed to the kernel, so nothing that could
+// climb out of the intended subtree or name the same directory twice.
+std::string cgroup_root_problem(std::string_view text) {
+  if (text.empty()) return "must not be empty";
+  auto bad = std::find_if_not(text.begin(), text.end(), cgroup_char);
+  if (bad != text.end())
+    return "invalid character " + quote(std::string(1, *bad)) + " in " + quote(text) +
+           "; use letters, digits and _ . @ / -";
+  std::string_view rest = text;
+  if (rest.front() == '/') rest.remove_prefix(1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    if (part.empty()) return "empty path component in " + quote(text);
+    if (part == "." || part == "..") return "\".\" and \"..\" are not allowed in " + quote(text);
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return "";
 }
 
 bool valid_program_name(std::string_view name) {
