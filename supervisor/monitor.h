@@ -38,6 +38,7 @@
 #include "supervisor/timeline/writer.h"
 #include "supervisor/timers.h"
 #include "supervisor/uv.h"
+#include "supervisor/watchdog.h"
 #include "supervisor/worker.h"
 
 namespace recycler {
@@ -66,6 +67,10 @@ class ProgramMonitor {
   // A whole output line of `worker` (main process `pid`), when requests are
   // counted by pattern.
   void on_output(Worker& worker, pid_t pid, std::string_view line);
+
+  // For the watchdog (watchdog.h): how long each worker being sampled has
+  // gone since its last sampling tick, appended to `out`.
+  void sampling_progress(TimePoint now, std::vector<Progress>& out) const;
 
   // After the kernel reports a crossing: a sample at once, then one every
   // kFollowUp, kFollowUps times (200 ms), then back to sample_interval.

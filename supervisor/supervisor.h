@@ -6,6 +6,8 @@
 //                   changed ones restart, removed ones stop, new ones start;
 //                   an invalid file is reported and the old config stays
 //   SIGCHLD         reap (fallback for pidfds, and orphans when PID 1)
+// Under systemd (Type=notify) it reports READY=1 and STOPPING=1, and with
+// WatchdogSec= pings WATCHDOG=1 while healthy (watchdog.h).
 // When every slot has stopped for good (exited without restart, or failed),
 // recycler exits too. recycler is the subreaper of its workers' processes:
 // what leaves a worker's cgroup is noticed and killed (escapes.h).
@@ -29,6 +31,7 @@
 #include "supervisor/probe/probe.h"
 #include "supervisor/process.h"
 #include "supervisor/uv.h"
+#include "supervisor/watchdog.h"
 #include "supervisor/worker.h"
 
 namespace recycler {
@@ -89,6 +92,10 @@ class Supervisor {
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
 
+  // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
+  void start_watchdog();
+  void watchdog_tick();
+
   void scan_for_escapes();
   void run_ended(const Worker& worker);
   void on_signal(int signum);
@@ -148,6 +155,10 @@ class Supervisor {
   };
   std::optional<StartUp> start_up_;      // while starting up
   uv::Handle<uv_idle_t> start_up_idle_;  // runs the next slice
+
+  std::optional<WatchdogHealth> watchdog_;
+  std::unique_ptr<Timer> watchdog_timer_;
+  std::string watchdog_unhealthy_;  // why the last tick sent nothing ("" when it pinged)
 
   bool shutting_down_ = false;
   bool forced_ = false;
