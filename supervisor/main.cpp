@@ -7,8 +7,8 @@
 //                                             feed a recorded timeline through the policies
 //
 // Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
-// 127 command not found (wrap mode); in wrap mode, once the command has exited
-// for good, its own status (128 + signal when killed).
+// 127 command not found, 126 found but not runnable (wrap mode); in wrap mode, once the command has
+// exited for good, its own status (128 + signal when killed).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

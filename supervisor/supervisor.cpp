@@ -78,6 +78,10 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc) {
+  if (options_.wrap_mode)
+    context_.failed_advice =
+        "Fix the command, then run recycler again (a wrapped command has no "
+        "config file to reload).";
   context_.on_output = [this](Worker& w, pid_t pid, std::string_view line) {
     if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
   };

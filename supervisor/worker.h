@@ -71,6 +71,10 @@ struct WorkerContext {
   std::optional<config::Rlimit> worker_nofile = std::nullopt;
   // Every whole output line of a program that counts requests by pattern.
   std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
+  // What a FAILED line (a crash loop, a command that cannot be run) tells the
+  // user to do next: with a config file, fix and reload; in wrap mode there
+  // is no file to reload.
+  std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
 };
 
 // Why a start follows a recycle, for the replacement's environment.
