@@ -74,5 +74,78 @@ TEST(Exec, InAConfigTheBrokenProgramIsFailedAtOnceAndTheRestKeepRunning) {
   EXPECT_EQ(r.exit_code(), 0);
 }
 
+TEST(Wrap, RecycleAtRecyclesALeakingCommand) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--memory-max", "256MiB", "--recycle-at",
+              "25%", "--", leaky_bin(), "--rate", "64MiB", "--step", "50"},
+             in_sandbox(sb));
+  auto recycle = r.wait_for("leaky[0] recycle: anon");
+  ASSERT_TRUE(recycle);
+  EXPECT_THAT(*recycle, HasSubstr("> 64 MiB (25% of 256 MiB) (memory policy)"));
+  ASSERT_TRUE(r.wait_for("leaky[0] started: pid"));  // its replacement
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, MaxLifetimeRecyclesTheCommand) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--max-lifetime", "300ms", "--", "sh", "-c",
+              "echo gen=$RECYCLER_GENERATION; exec sleep 1000"},
+             in_sandbox(sb));
+  ASSERT_TRUE(r.wait_for("sh[0] out | gen=1"));
+  auto recycle = r.wait_for("sh[0] recycle:");
+  ASSERT_TRUE(recycle);
+  EXPECT_THAT(*recycle, HasSubstr("(max_lifetime policy)"));
+  ASSERT_TRUE(r.wait_for("sh[0] out | gen=2"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, TimelineRecordsTheCommandsSamples) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string dir = sb.tmp() + "/traces";
+  // Recycled after 1.5 s: by then the first sample (sample_interval 1 s) is written.
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--timeline", dir, "--max-lifetime",
+              "1500ms", "--", "sh", "-c", "exec sleep 1000"},
+             in_sandbox(sb));
+  ASSERT_TRUE(r.wait_for("sh[0] recycle:"));
+  std::string samples = read_text(dir + "/sh.0.csv");
+  EXPECT_THAT(samples, ::testing::StartsWith("t,"));
+  EXPECT_GE(std::count(samples.begin(), samples.end(), '\n'), 2) << samples;
+  EXPECT_THAT(read_text(dir + "/sh.0.events.csv"), HasSubstr("start"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, ABadFlagValueIsAUsageErrorNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--recycle-at", "5XB"}, "--recycle-at 5XB: limit: invalid size \"5XB\""},
+           {{"--recycle-at", "80%"}, "--recycle-at 80%: a percentage needs --memory-max"},
+           {{"--leak"}, "--leak: needs --memory-max"},
+           {{"--memory-max", "1GiB", "--leak", "--checkpoint", "SIGNOPE"},
+            "--checkpoint SIGNOPE: invalid signal"},
+           {{"--max-requests", "0"}, "--max-requests 0: limit: 0 is out of range"},
+           {{"--max-lifetime", "soon"}, "--max-lifetime soon: after: invalid duration"},
+       }) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    Recycler r(args, Recycler::Options{});
+    EXPECT_EQ(r.exit_code(), 2) << c.says;
+    EXPECT_THAT(r.output(), HasSubstr("recycler: " + c.says));
+    EXPECT_THAT(r.output(), ::testing::Not(HasSubstr("started")));
+  }
+  Recycler with_file({"run", "-c", "x.yaml", "--leak"}, Recycler::Options{});
+  EXPECT_EQ(with_file.exit_code(), 2);
+  EXPECT_THAT(with_file.output(), HasSubstr("apply to -- CMD only"));
+}
+
 }  // namespace
 }  // namespace recycler::testing
