@@ -916,6 +916,25 @@ class DocumentStarts final : public YAML::EventHandler {
   bool first_ = false;
 };
 
+// The first tab among the leading whitespace of a line, up to line `last`
+// (0-based; the line a parse error was found on).
+std::optional<YAML::Mark> tab_in_indentation(std::string_view text, int last) {
+  int line = 0;
+  for (size_t start = 0; start < text.size() && line <= last; ++line) {
+    size_t end = std::min(text.find('\n', start), text.size());
+    for (size_t i = start; i < end && (text[i] == ' ' || text[i] == '\t'); ++i) {
+      if (text[i] != '\t') continue;
+      YAML::Mark mark;
+      mark.pos = static_cast<int>(i);
+      mark.line = line;
+      mark.column = static_cast<int>(i - start);
+      return mark;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
 LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base,
                           const HostLookup& host) {
   Report r(file);
@@ -936,7 +955,12 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
     }
     document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    r.error(e.mark.is_null() ? start_of_file() : e.mark, "invalid YAML: " + e.msg);
+    YAML::Mark at = e.mark.is_null() ? start_of_file() : e.mark;
+    // yaml-cpp says "end of map not found" for a tab: name the tab instead.
+    if (auto tab = tab_in_indentation(text, at.line))
+      r.error(*tab, "invalid YAML: a tab in the indentation; YAML indents with spaces only");
+    else
+      r.error(at, "invalid YAML: " + e.msg);
     return std::move(r).finish(std::nullopt);
   }
   if (!document || document.IsNull()) {
@@ -952,7 +976,8 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   Config config;
   config.path = file;
   std::vector<ProgramSpec> specs;  // one per program, in the same order
-  auto top = read_map(root, r, kTopKeys);
+  // x-* keys hold anchors for merge keys (<<: *defaults), as in docker-compose.
+  auto top = read_map(root, r, kTopKeys, fields::MapStyle::Section, /*extensions=*/true);
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
   if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
