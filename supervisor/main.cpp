@@ -9,8 +9,8 @@
 //                                             ask a running recycler (control/cli.h)
 //
 // Exit status: 0 success, 1 runtime failure, 2 invalid config or usage,
-// 127 command not found (wrap mode); in wrap mode, once the command has exited
-// for good, its own status (128 + signal when killed).
+// 127 command not found, 126 found but not runnable (wrap mode); in wrap mode, once the command has
+// exited for good, its own status (128 + signal when killed).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +22,7 @@
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/control/cli.h"
+#include "supervisor/config/wrap.h"
 #include "supervisor/spawn.h"
 #include "supervisor/summary.h"
 #include "supervisor/supervisor.h"
@@ -39,15 +40,12 @@ constexpr const char* kWrapRootParent = "recycler-run";
 
 struct RunOptions {
   std::string config_file;
-  std::vector<std::string> command;
-  std::string name;
-  std::string memory_max;
-  std::string restart = "on-failure";
-  std::string cgroup_root;
+  config::WrapFlags wrap;   // wrap mode: the command and what stands for its YAML
+  std::string cgroup_root;  // --cgroup-root, else RECYCLER_CGROUP_ROOT
+  bool cgroup_root_from_env = false;
   std::string log_format;
   std::string log_level;
-  unsigned threads = 0;
-  std::string metrics;
+  std::string metrics;  // --metrics (wrap mode)
 };
 
 int print_diagnostics(const config::LoadResult& loaded) {
@@ -71,27 +69,37 @@ std::string name_from_command(const std::string& argv0) {
   return base.substr(0, 64);
 }
 
-// Wrap mode: the same Config a one-program file would give.
+// Wrap mode: the same Config a one-program file would give (config/wrap.h).
 std::optional<config::Config> config_from_command_line(const RunOptions& o, int* status) {
-  config::Config cfg;
-  config::ProgramConfig p;
-  p.name = o.name.empty() ? name_from_command(o.command.front()) : o.name;
-  if (!config::valid_program_name(p.name)) {
-    *status = usage_error("--name: invalid program name \"" + p.name +
+  config::WrapFlags flags = o.wrap;
+  if (flags.name.empty()) flags.name = name_from_command(flags.command.front());
+  if (!config::valid_program_name(flags.name)) {
+    *status = usage_error("--name: invalid program name \"" + flags.name +
                           "\" (letters, digits, '_', '-', '.'; at most 64)");
     return std::nullopt;
   }
-  p.command = o.command;
-  if (!o.memory_max.empty()) {
+  if (!flags.memory_max.empty()) {
     std::string why;
-    p.limits.memory_max = units::parse_size(o.memory_max, &why);
-    if (!p.limits.memory_max) {
-      *status = usage_error("--memory-max: invalid size \"" + o.memory_max + "\": " + why);
+    if (!units::parse_size(flags.memory_max, &why)) {
+      *status = usage_error("--memory-max: invalid size \"" + flags.memory_max + "\": " + why);
       return std::nullopt;
     }
   }
-  if (auto mode = enum_value(config::kRestartModes, o.restart)) p.restart.mode = *mode;
-  if (o.threads) p.threads = o.threads;
+  const char* path = std::getenv("PATH");
+  auto exe = resolve_executable(flags.command.front(), {std::string("PATH=") + (path ? path : "")});
+  if (!exe) {
+    std::cerr << "recycler: " << escape_text(exe.error().message) << "\n";
+    *status = 127;
+    return std::nullopt;
+  }
+  config::WrapResult built = config::config_from_flags(flags, config::HostLookup::real());
+  if (!built.config) {
+    for (const std::string& e : built.errors) usage_error(e);
+    std::cerr << "recycler: see recycler run --help; a config file (-c) does the rest\n";
+    *status = kUsageError;
+    return std::nullopt;
+  }
+  config::Config cfg = std::move(*built.config);
   if (!o.metrics.empty()) {
     std::string why;
     auto listen = config::parse_listen_address(o.metrics, &why);
@@ -103,17 +111,9 @@ std::optional<config::Config> config_from_command_line(const RunOptions& o, int*
   }
   // Several wrapped commands may run side by side: each run gets a root of its
   // own unless told otherwise.
-  cfg.cgroup_root = o.cgroup_root.empty() ? std::string(kWrapRootParent) + "/" + p.name + "." +
+  cfg.cgroup_root = o.cgroup_root.empty() ? std::string(kWrapRootParent) + "/" + flags.name + "." +
                                                 std::to_string(::getpid())
                                           : o.cgroup_root;
-  const char* path = std::getenv("PATH");
-  auto exe = resolve_executable(p.command.front(), {std::string("PATH=") + (path ? path : "")});
-  if (!exe) {
-    std::cerr << "recycler: " << escape_text(exe.error().message) << "\n";
-    *status = 127;
-    return std::nullopt;
-  }
-  cfg.programs.push_back(std::move(p));
   return cfg;
 }
 
@@ -123,23 +123,31 @@ void apply_log_overrides(const RunOptions& o, config::Config& cfg) {
 }
 
 int run_command(const RunOptions& o) {
-  if (!o.config_file.empty() && !o.command.empty())
+  if (!o.config_file.empty() && !o.wrap.command.empty())
     return usage_error("give either -c FILE or -- CMD [ARG...], not both");
-  if (o.config_file.empty() && o.command.empty())
+  if (o.config_file.empty() && o.wrap.command.empty())
     return usage_error("nothing to run: give -c FILE or -- CMD [ARG...] (see recycler run --help)");
 
   config::Config cfg;
   SupervisorOptions options;
+  if (!o.cgroup_root.empty())
+    if (std::string why = config::cgroup_root_problem(o.cgroup_root); !why.empty())
+      return usage_error((o.cgroup_root_from_env ? "RECYCLER_CGROUP_ROOT: " : "--cgroup-root: ") +
+                         why);
   if (!o.config_file.empty()) {
-    if (!o.name.empty() || !o.memory_max.empty() || !o.cgroup_root.empty() || o.threads ||
-        !o.metrics.empty())
+    const config::WrapFlags& w = o.wrap;
+    if (!w.name.empty() || !w.memory_max.empty() || w.threads || !w.recycle_at.empty() || w.leak ||
+        !w.checkpoint.empty() || !w.max_requests.empty() || !w.max_lifetime.empty() ||
+        !w.timeline.empty() || !o.metrics.empty())
       return usage_error(
-          "--name, --memory-max, --threads, --cgroup-root and --metrics apply to -- CMD only; "
-          "set them in the config file");
+          "--name, --memory-max, --threads, --recycle-at, --leak, --checkpoint, "
+          "--max-requests, --max-lifetime, --timeline and --metrics apply to -- CMD only; set "
+          "them in the config file");
     config::LoadResult loaded = config::load_file(o.config_file);
     if (int status = print_diagnostics(loaded)) return status;
     cfg = std::move(*loaded.config);
     options.config_path = o.config_file;
+    if (!o.cgroup_root.empty()) cfg.cgroup_root = options.cgroup_root = o.cgroup_root;
   } else {
     int status = 0;
     auto built = config_from_command_line(o, &status);
@@ -303,19 +311,38 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand(
       "run", "Supervise programs in the foreground until SIGTERM/SIGINT (SIGHUP reloads -c FILE)");
   run_cmd->add_option("-c,--config", run.config_file, "YAML config file with the programs to run");
-  run_cmd->add_option("--name", run.name,
+  config::WrapFlags& wrap = run.wrap;
+  run_cmd->add_option("--name", wrap.name,
                       "Wrap mode: program name (default: the command's basename)");
-  run_cmd->add_option("--memory-max", run.memory_max,
+  run_cmd->add_option("--memory-max", wrap.memory_max,
                       "Wrap mode: cgroup memory limit, e.g. 512MiB, 2GiB");
-  run_cmd->add_option("--restart", run.restart, "Wrap mode: when to restart the command")
+  run_cmd->add_option("--restart", wrap.restart, "Wrap mode: when to restart the command")
       ->check(CLI::IsMember(enum_names(config::kRestartModes)))
       ->capture_default_str();
   run_cmd
-      ->add_option("--threads", run.threads,
+      ->add_option("--threads", wrap.threads,
                    "Wrap mode: set OMP_NUM_THREADS, MKL_NUM_THREADS, ... to N")
       ->check(CLI::Range(1, 4096));
+  run_cmd->add_option("--recycle-at", wrap.recycle_at,
+                      "Wrap mode: restart the command when its anonymous memory passes SIZE "
+                      "(512MiB) or PCT of --memory-max (80%): the memory policy");
+  run_cmd->add_flag("--leak", wrap.leak,
+                    "Wrap mode: restart the command when its memory grows steadily towards 90% "
+                    "of --memory-max and would reach it within 15m: the leak policy");
+  run_cmd->add_option("--checkpoint", wrap.checkpoint,
+                      "Wrap mode: before --recycle-at or --leak restart the command, send it "
+                      "SIG (SIGUSR1) and wait for RECYCLER_CHECKPOINTED=1 on its notify socket");
+  run_cmd->add_option("--max-requests", wrap.max_requests,
+                      "Wrap mode: restart the command after N[+JITTER] requests (reported as "
+                      "RECYCLER_REQUEST=1 on its notify socket), e.g. 1000+100");
+  run_cmd->add_option("--max-lifetime", wrap.max_lifetime,
+                      "Wrap mode: restart the command after DUR[+JITTER] of uptime, e.g. 6h+30m");
+  run_cmd->add_option("--timeline", wrap.timeline,
+                      "Wrap mode: record the command's memory samples and events under DIR (for "
+                      "recycler replay)");
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
-                      "Wrap mode: where worker cgroups go (default: recycler-run/NAME.PID)");
+                      "Where worker cgroups go, instead of the file's cgroup_root (wrap mode: "
+                      "instead of recycler-run/NAME.PID); default: $RECYCLER_CGROUP_ROOT");
   run_cmd->add_option("--metrics", run.metrics,
                       "Wrap mode: serve Prometheus metrics on HOST:PORT ([V6]:PORT), e.g. "
                       "127.0.0.1:9464");
@@ -323,15 +350,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(enum_names(config::kLogFormats)));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")
       ->check(CLI::IsMember(enum_names(config::kLogLevels)));
-  run_cmd->add_option("command", run.command, "Wrap mode: the command to run, after --");
+  run_cmd->add_option("command", wrap.command, "Wrap mode: the command to run, after --");
   run_cmd->footer(
       "Forms:\n"
       "  recycler run -c FILE                    the programs of a config file (SIGHUP reloads "
       "it)\n"
       "  recycler run [OPTIONS] -- CMD [ARG...]  one command, no config file\n\n"
+      "Wrap mode's flags stand for the YAML a one-program file would hold (--recycle-at for a\n"
+      "memory policy, --leak, --max-requests, --max-lifetime, --checkpoint, --timeline): for\n"
+      "more (other metrics, several policies, scope: process, requests counted from output,\n"
+      "env, user, limits beyond memory) write a config file: see README.md, Configuration.\n\n"
       "Exit status: 0 after SIGTERM/SIGINT or when every program has exited successfully; 1 on\n"
       "failure; 2 for an invalid config or usage; in wrap mode, the command's own status once it\n"
-      "has exited for good (128+N when killed by signal N).");
+      "has exited for good (128+N when killed by signal N), 127 when it is not found and 126\n"
+      "when it cannot be run.");
 
   std::string check_file;
   CLI::App* check_cmd =
@@ -364,7 +396,14 @@ int main(int argc, char** argv) {
     int status = app.exit(e);
     return status == 0 ? 0 : kUsageError;
   }
-  if (*run_cmd) return run_command(run);
+  if (*run_cmd) {
+    if (const char* root = std::getenv("RECYCLER_CGROUP_ROOT");
+        root && *root && run.cgroup_root.empty()) {
+      run.cgroup_root = root;
+      run.cgroup_root_from_env = true;
+    }
+    return run_command(run);
+  }
   if (*check_cmd) return check_command(check_file);
   if (*replay_cmd) return replay_command(replay);
   if (auto status = control.run()) return *status;

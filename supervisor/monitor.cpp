@@ -25,6 +25,7 @@ struct ProgramMonitor::Slot {
   bool watch_tried = false;
   unsigned follow_ups = 0;  // close samples left after a kernel event
   TimePoint last_sample{};
+  TimePoint last_tick{};  // the sampling tick's, while armed (the watchdog's view)
   std::optional<timeline::TimelineWriter> timeline;
   bool timeline_tried = false;
 };
@@ -126,11 +127,20 @@ void ProgramMonitor::begin_run(Slot& slot) {
                   format_duration(program_->sample_interval), watch.error().message);
     }
   }
+  slot.last_tick = ctx_.timers.now();
   arm_tick(slot, program_->sample_interval);
+}
+
+void ProgramMonitor::sampling_progress(TimePoint now, std::vector<Progress>& out) const {
+  for (const auto& slot : slots_)
+    if (slot->tick)
+      out.push_back({slot->worker->name() + " sampling", program_->sample_interval,
+                     std::chrono::duration_cast<Duration>(now - slot->last_tick)});
 }
 
 void ProgramMonitor::arm_tick(Slot& slot, Duration delay) {
   slot.tick = ctx_.timers.after(delay, [this, &slot] {
+    slot.last_tick = ctx_.timers.now();
     sample(slot);
     if (!controller_.running(slot.index)) return;
     // After a kernel event, look closely for a while: the cgroup's `current`

@@ -39,6 +39,7 @@
 #include "supervisor/timeline/writer.h"
 #include "supervisor/timers.h"
 #include "supervisor/uv.h"
+#include "supervisor/watchdog.h"
 #include "supervisor/worker.h"
 
 namespace recycler {
@@ -77,6 +78,9 @@ class ProgramMonitor {
   bool recycle(unsigned slot, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
+  // For the watchdog (watchdog.h): how long each worker being sampled has
+  // gone since its last sampling tick, appended to `out`.
+  void sampling_progress(TimePoint now, std::vector<Progress>& out) const;
 
   // After the kernel reports a crossing: a sample at once, then one every
   // kFollowUp, kFollowUps times (200 ms), then back to sample_interval.

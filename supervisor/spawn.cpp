@@ -172,7 +172,11 @@ Result<std::string> resolve_executable(const std::string& name,
       return candidate;
     start = end + 1;
   }
-  return Error{name + ": command not found (PATH=" + path + ")", ENOENT};
+  return Error{name + ": command not found (PATH=" + path + ")", ENOENT, true};
+}
+
+int exec_failure_status(const Error& e) {
+  return e.code == ENOENT ? 127 : 126;
 }
 
 Result<pid_t> spawn_process(const LaunchSpec& spec) {
@@ -235,7 +239,9 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
 
   if (ec) {
     if (failed_pid > 0) reap(failed_pid);
-    return Error{plan.exe + ": " + ec.message(), ec.value()};
+    int err = ec.value();
+    return Error{plan.exe + ": " + ec.message(), err,
+                 err == ENOENT || err == EACCES || err == ENOEXEC};
   }
   pid_t pid = child.id();
   child.detach();  // the supervisor watches and reaps it, not Boost

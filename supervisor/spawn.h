@@ -36,7 +36,13 @@ struct LaunchSpec {
 Result<std::string> resolve_executable(const std::string& name,
                                        const std::vector<std::string>& env);
 
-// Starts the process; its pid once execve has succeeded.
+// Starts the process; its pid once execve has succeeded. An exec that cannot
+// succeed on retry (ENOENT, EACCES, ENOEXEC: a typo, a missing x bit, not a
+// program) is a permanent Error whose code is that errno.
 Result<pid_t> spawn_process(const LaunchSpec& spec);
+
+// The status a shell gives a command that could not be run: 127 not found
+// (ENOENT), 126 found but not runnable (anything else).
+int exec_failure_status(const Error& e);
 
 }  // namespace recycler

@@ -28,11 +28,12 @@ constexpr std::chrono::seconds kStrangerMemory{1};
 // cgroups or start may take longer); signals wait no longer than that.
 constexpr Duration kStartUpSlice{20};
 
-// Meant for recycler itself (systemd notify and socket activation): a worker
-// that inherited them would talk to systemd behind recycler's back.
+// Meant for recycler itself (systemd notify, watchdog and socket activation;
+// its cgroup root): a worker that inherited them would talk to systemd behind
+// recycler's back, or a nested recycler would take its parent's root.
 bool inherited_by_workers(const std::string& kv) {
   for (const char* name : {"NOTIFY_SOCKET=", "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=",
-                           "WATCHDOG_PID=", "WATCHDOG_USEC="})
+                           "WATCHDOG_PID=", "WATCHDOG_USEC=", "RECYCLER_CGROUP_ROOT="})
     if (kv.rfind(name, 0) == 0) return false;
   return true;
 }
@@ -80,6 +81,10 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                }},
       procs_(options_.paths.proc) {
   context_.service = &service_;
+  if (options_.wrap_mode)
+    context_.failed_advice =
+        "Fix the command, then run recycler again (a wrapped command has no "
+        "config file to reload).";
   context_.on_output = [this](Worker& w, pid_t pid, std::string_view line) {
     if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
   };
@@ -101,6 +106,7 @@ Supervisor::~Supervisor() {
   signals_.clear();
   defer_timer_.reset();
   escape_scan_.reset();
+  watchdog_timer_.reset();
   start_up_idle_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
@@ -147,6 +153,7 @@ int Supervisor::run() {
   if (exit_code_ != 0) return exit_code_;
   // Before anything is created: an address in use leaves nothing behind.
   if (!apply_metrics(config_)) return 1;
+  start_watchdog();
 
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
                              {options_.per_run_root});
@@ -178,6 +185,44 @@ int Supervisor::run() {
   start_up_slice();
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_code_;
+}
+
+void Supervisor::start_watchdog() {
+  auto interval =
+      watchdog_interval(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), ::getpid());
+  if (!interval) {
+    log::warn("systemd watchdog ignored: {}", interval.error().message);
+    return;
+  }
+  if (!*interval) return;
+  watchdog_.emplace(**interval, timers_.now());
+  log::info("systemd watchdog: WATCHDOG=1 every {} while healthy (WatchdogSec={})",
+            units::format_duration(watchdog_->period()),
+            units::format_duration(watchdog_->interval()));
+  notify_systemd("WATCHDOG=1");
+  watchdog_timer_ = timers_.after(watchdog_->period(), [this] { watchdog_tick(); });
+}
+
+void Supervisor::watchdog_tick() {
+  TimePoint now = timers_.now();
+  std::vector<Progress> progress;
+  for (const auto& [name, program] : programs_)
+    if (program.monitor) program.monitor->sampling_progress(now, progress);
+  if (gpu_)
+    if (auto since = gpu_->in_flight_since())
+      progress.push_back(
+          {"the GPU query", gpu_->interval(), std::chrono::duration_cast<Duration>(now - *since)});
+  WatchdogHealth::Verdict verdict = watchdog_->tick(now, progress);
+  if (verdict.ping) {
+    notify_systemd("WATCHDOG=1");
+    if (!watchdog_unhealthy_.empty()) log::info("systemd watchdog: healthy again; pinging");
+    watchdog_unhealthy_.clear();
+  } else if (watchdog_unhealthy_.empty()) {
+    log::error("systemd watchdog: not pinging ({}); systemd restarts recycler if this lasts",
+               verdict.why);
+    watchdog_unhealthy_ = verdict.why;
+  }
+  watchdog_timer_ = timers_.after(watchdog_->period(), [this] { watchdog_tick(); });
 }
 
 void Supervisor::start_up_slice() {
@@ -566,6 +611,7 @@ Supervisor::ReloadOutcome Supervisor::reload() {
     return out;
   }
   config::Config next = std::move(*loaded.config);
+  if (!options_.cgroup_root.empty()) next.cgroup_root = options_.cgroup_root;
   if (next.cgroup_root != config_.cgroup_root) {
     out.message = fmt::format(
         "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
@@ -772,6 +818,7 @@ void Supervisor::finish_shutdown() {
   escape_scan_.reset();
   status_timer_.reset();
   control_.reset();
+  watchdog_timer_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.

@@ -6,6 +6,8 @@
 //                   changed ones restart, removed ones stop, new ones start;
 //                   an invalid file is reported and the old config stays
 //   SIGCHLD         reap (fallback for pidfds, and orphans when PID 1)
+// Under systemd (Type=notify) it reports READY=1 and STOPPING=1, and with
+// WatchdogSec= pings WATCHDOG=1 while healthy (watchdog.h).
 // When every slot has stopped for good (exited without restart, or failed),
 // recycler exits too. recycler is the subreaper of its workers' processes:
 // what leaves a worker's cgroup is noticed and killed (escapes.h).
@@ -34,6 +36,7 @@
 #include "supervisor/process.h"
 #include "supervisor/status.h"
 #include "supervisor/uv.h"
+#include "supervisor/watchdog.h"
 #include "supervisor/worker.h"
 
 namespace recycler {
@@ -42,6 +45,9 @@ struct SupervisorOptions {
   std::string config_path;    // reread on SIGHUP; "" in wrap mode (nothing to reload)
   bool wrap_mode = false;     // exit with the wrapped command's own status
   bool per_run_root = false;  // cgroup_root is this run's own (see cgroup::OpenOptions)
+  // Set by `run --cgroup-root` / RECYCLER_CGROUP_ROOT: the file's cgroup_root
+  // is ignored, at start and on reload (one root per recycler@ instance).
+  std::string cgroup_root;
   cgroup::Paths paths;
 };
 
@@ -103,6 +109,10 @@ class Supervisor {
   std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   Worker* worker_of(pid_t pid);
+
+  // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
+  void start_watchdog();
+  void watchdog_tick();
 
   void scan_for_escapes();
   void run_ended(const Worker& worker);
@@ -189,6 +199,9 @@ class Supervisor {
   // Slots an operator stopped (`recycler stop`): recycler does not exit
   // while they are stopped, as it does when every program has exited.
   std::set<std::pair<std::string, unsigned>> held_;
+  std::optional<WatchdogHealth> watchdog_;
+  std::unique_ptr<Timer> watchdog_timer_;
+  std::string watchdog_unhealthy_;  // why the last tick sent nothing ("" when it pinged)
 
   bool shutting_down_ = false;
   bool forced_ = false;

@@ -172,14 +172,24 @@ void Worker::spawn() {
                 {"slot", slot_},
                 {"generation", generation_},
                 {"error", started.error().message}});
-    last_exit_ = ExitStatus{127};
+    const Error& error = started.error();
+    last_exit_ = ExitStatus{error.permanent ? exec_failure_status(error) : 127};
     last_uptime_ = Duration{0};
     if (!stop_requested_) ++crashes_;
     set_state(WorkerState::Exited);
-    if (stop_requested_)
+    if (stop_requested_) {
       finish_stop();
-    else
+    } else if (error.permanent) {
+      // A typo'd path, a missing x bit: no backoff can fix it.
+      log::event(Level::Error, "failed",
+                 fmt::format("{} FAILED: its command cannot be run ({}); recycler will not "
+                             "retry it. {}",
+                             name_, error.message, ctx_.failed_advice),
+                 {{"program", program_->name}, {"slot", slot_}, {"error", error.message}});
+      set_state(WorkerState::Failed);
+    } else {
       schedule_restart(Duration{0}, true);
+    }
     return;
   }
   process_ = std::move(started.value());
@@ -306,10 +316,9 @@ void Worker::schedule_restart(Duration uptime, bool failed_start) {
   if (crash_loop_.record_exit(ctx_.timers.now())) {
     std::string message = fmt::format(
         "{} FAILED: it exited {} times within {} (restart.crash_loop: max {}, within {}); "
-        "recycler will not restart it again. Fix the program, then reload (SIGHUP) or restart "
-        "recycler.",
+        "recycler will not restart it again. {}",
         name_, crash_loop_.exits_in_window(), format_duration(r.crash_loop.within),
-        r.crash_loop.max, format_duration(r.crash_loop.within));
+        r.crash_loop.max, format_duration(r.crash_loop.within), ctx_.failed_advice);
     log::event(
         Level::Error, "failed", message,
         {{"program", program_->name}, {"slot", slot_}, {"exits", crash_loop_.exits_in_window()}});

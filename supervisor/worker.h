@@ -75,6 +75,10 @@ struct WorkerContext {
   // Sees a signalled process of a pre-fork server leave service before it
   // exits (probe/service.h); null: only its exit counts.
   const probe::ServiceProbe* service = nullptr;
+  // What a FAILED line (a crash loop, a command that cannot be run) tells the
+  // user to do next: with a config file, fix and reload; in wrap mode there
+  // is no file to reload.
+  std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
 };
 
 // Why a start follows a recycle, for the replacement's environment.

@@ -52,42 +52,116 @@ const Field* MapView::find(std::string_view key) const {
   return nullptr;
 }
 
+namespace {
+
+// Merges nested deeper than this, or more entries merged into one map, are
+// errors: aliases make a small file expand exponentially otherwise.
+constexpr int kMaxMergeDepth = 8;
+constexpr size_t kMaxMergedEntries = 10000;
+
+// The plain `<<` key (YAML 1.1's merge key); a quoted "<<" is a plain key.
+bool is_merge_key(const YAML::Node& key) {
+  return key.IsScalar() && key.Scalar() == "<<" && key.Tag() != "!";
+}
+
+struct MapReader {
+  ErrorSink& errors;
+  std::optional<Keys> known;
+  MapStyle style;
+  bool extensions;
+  size_t merged_entries = 0;
+
+  std::optional<MapView> read(const Field& f, int depth) {
+    const bool section = style == MapStyle::Section;
+    // " in programs.api" for a section; nothing for settings, whose path the
+    // config puts in front of the whole message.
+    const std::string where = section ? " " + f.where() : "";
+    MapView view;
+    if (f.null()) return view;
+    if (!f.value.IsMap()) {
+      errors.error(f.mark(), section ? f.path + " must be a map" : "must be a map of settings");
+      return std::nullopt;
+    }
+    std::vector<std::string> names;
+    if (known) names.assign(known->begin(), known->end());
+    std::optional<YAML::Mark> merge_at;
+    YAML::Node merge;
+    for (const auto& entry : f.value) {
+      const YAML::Node& key = entry.first;
+      if (!key.IsScalar()) {
+        errors.error(key.Mark(), "keys" + where + " must be strings");
+        continue;
+      }
+      if (is_merge_key(key)) {
+        if (merge_at)
+          errors.error(key.Mark(), "duplicate merge key \"<<\"" + where + " (first at line " +
+                                       std::to_string(merge_at->line + 1) +
+                                       "); merge several maps with <<: [*a, *b]");
+        else
+          merge_at = key.Mark(), merge = entry.second;
+        continue;
+      }
+      const std::string& name = key.Scalar();
+      if (const Field* first = view.find(name)) {
+        errors.error(key.Mark(), "duplicate key " + quote(name) + where + " (first at line " +
+                                     std::to_string(first->key_mark.line + 1) + ")");
+        continue;
+      }
+      if (extensions && name.starts_with("x-")) continue;
+      if (known && std::find(known->begin(), known->end(), name) == known->end()) {
+        std::string hint = suggest(name, names);
+        std::string advice = hint.empty() ? "" : "; did you mean " + quote(hint) + "?";
+        if (!section && hint.empty()) advice = "; expected " + join_or(*known);
+        errors.error(key.Mark(), "unknown key " + quote(name) + where + advice);
+        if (!section) continue;
+      }
+      view.add(name, f.child(name, entry.second, key.Mark()));
+    }
+    if (merge_at) merge_into(view, f, merge, *merge_at, depth);
+    return view;
+  }
+
+  // YAML 1.1 merge: `<<: *map` or `<<: [*a, *b]` adds the keys the map does
+  // not have itself, the earlier of several maps first. Each merged entry
+  // keeps its own position, where the anchored map holds it.
+  void merge_into(MapView& view, const Field& f, const YAML::Node& value, const YAML::Mark& at,
+                  int depth) {
+    std::vector<YAML::Node> sources;
+    if (value.IsSequence())
+      for (const YAML::Node& item : value) sources.push_back(item);
+    else
+      sources.push_back(value);
+    const std::string what = "merge key \"<<\" " + f.where();
+    for (const YAML::Node& source : sources) {
+      if (!source.IsMap()) {
+        errors.error(source.IsDefined() && !source.IsNull() ? source.Mark() : at,
+                     what + " must be given a map or a list of maps (e.g. <<: *defaults)");
+        continue;
+      }
+      if (depth >= kMaxMergeDepth) {
+        errors.error(at, what + ": merges nested deeper than " + std::to_string(kMaxMergeDepth));
+        return;
+      }
+      auto merged = read(Field{f.path, source, at}, depth + 1);
+      if (!merged) continue;
+      for (const auto& [name, field] : merged->entries()) {
+        if (++merged_entries > kMaxMergedEntries) {
+          errors.error(
+              at, what + ": more than " + std::to_string(kMaxMergedEntries) + " merged entries");
+          return;
+        }
+        if (!view.find(name)) view.add(name, f.child(name, field.value, field.key_mark));
+      }
+    }
+  }
+};
+
+}  // namespace
+
 std::optional<MapView> read_map(const Field& f, ErrorSink& errors, std::optional<Keys> known,
-                                MapStyle style) {
-  const bool section = style == MapStyle::Section;
-  // " in programs.api" for a section; nothing for settings, whose path the
-  // config puts in front of the whole message.
-  const std::string where = section ? " " + f.where() : "";
-  MapView view;
-  if (f.null()) return view;
-  if (!f.value.IsMap()) {
-    errors.error(f.mark(), section ? f.path + " must be a map" : "must be a map of settings");
-    return std::nullopt;
-  }
-  std::vector<std::string> names;
-  if (known) names.assign(known->begin(), known->end());
-  for (const auto& entry : f.value) {
-    const YAML::Node& key = entry.first;
-    if (!key.IsScalar()) {
-      errors.error(key.Mark(), "keys" + where + " must be strings");
-      continue;
-    }
-    const std::string& name = key.Scalar();
-    if (const Field* first = view.find(name)) {
-      errors.error(key.Mark(), "duplicate key " + quote(name) + where + " (first at line " +
-                                   std::to_string(first->key_mark.line + 1) + ")");
-      continue;
-    }
-    if (known && std::find(known->begin(), known->end(), name) == known->end()) {
-      std::string hint = suggest(name, names);
-      std::string advice = hint.empty() ? "" : "; did you mean " + quote(hint) + "?";
-      if (!section && hint.empty()) advice = "; expected " + join_or(*known);
-      errors.error(key.Mark(), "unknown key " + quote(name) + where + advice);
-      if (!section) continue;
-    }
-    view.add(name, f.child(name, entry.second, key.Mark()));
-  }
-  return view;
+                                MapStyle style, bool extensions) {
+  MapReader reader{errors, known, style, extensions};
+  return reader.read(f, 0);
 }
 
 std::optional<std::string> read_scalar(const Field& f, std::string_view kind, ErrorSink& errors) {

@@ -102,8 +102,17 @@ enum class MapStyle {
 // yaml-cpp accepts, and then answers lookups with the first). With `known`
 // set, keys outside it are errors too. A null map is an empty one; nullopt
 // for a node that is not a map.
+//
+// Merge keys (YAML 1.1, which yaml-cpp resolves the aliases of but does not
+// merge): `<<: *defaults` or `<<: [*a, *b]` adds each key of those maps that
+// the map does not set itself (explicit keys win wherever they stand; of
+// several maps, the earlier), after the map's own entries. A merged entry
+// keeps its position in the file, at the anchored map, and is checked
+// against `known` like any other. A quoted "<<" is an ordinary key.
+// With `extensions`, keys starting with "x-" are skipped (never unknown):
+// a place for anchors, as docker-compose files have.
 std::optional<MapView> read_map(const Field& f, ErrorSink& errors, std::optional<Keys> known,
-                                MapStyle style = MapStyle::Section);
+                                MapStyle style = MapStyle::Section, bool extensions = false);
 
 // Each reader reports what is wrong at the value and returns nullopt.
 std::optional<std::string> read_scalar(const Field& f, std::string_view kind, ErrorSink& errors);

@@ -168,8 +168,6 @@ bool cgroup_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || one_of(c, "_.@/-");
 }
 
-// The root ends up in paths handed to the kernel, so nothing that could
-// climb out of the intended subtree or name the same directory twice.
 // gpu: {nvml: PATH}; a bare `gpu:` turns GPU figures on with the default library.
 void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& gpu, Report& r) {
   gpu.emplace();
@@ -272,23 +270,8 @@ void check_nvml(const Config& config, const std::vector<ProgramSpec>& specs, con
 void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
   auto text = read_scalar(f, "a string", r);
   if (!text) return;
-  auto fail = [&](const std::string& why) { r.error(f.mark(), f.path + ": " + why); };
-  if (text->empty()) return fail("must not be empty");
-  auto bad = std::find_if_not(text->begin(), text->end(), cgroup_char);
-  if (bad != text->end())
-    return fail("invalid character " + quote(std::string(1, *bad)) + " in " + quote(*text) +
-                "; use letters, digits and _ . @ / -");
-  std::string_view rest = *text;
-  if (rest.front() == '/') rest.remove_prefix(1);
-  while (true) {
-    size_t slash = rest.find('/');
-    std::string_view part = rest.substr(0, slash);
-    if (part.empty()) return fail("empty path component in " + quote(*text));
-    if (part == "." || part == "..")
-      return fail("\".\" and \"..\" are not allowed in " + quote(*text));
-    if (slash == std::string_view::npos) break;
-    rest.remove_prefix(slash + 1);
-  }
+  if (std::string why = cgroup_root_problem(*text); !why.empty())
+    return r.error(f.mark(), f.path + ": " + why);
   root = *text;
 }
 
@@ -997,6 +980,25 @@ class DocumentStarts final : public YAML::EventHandler {
   bool first_ = false;
 };
 
+// The first tab among the leading whitespace of a line, up to line `last`
+// (0-based; the line a parse error was found on).
+std::optional<YAML::Mark> tab_in_indentation(std::string_view text, int last) {
+  int line = 0;
+  for (size_t start = 0; start < text.size() && line <= last; ++line) {
+    size_t end = std::min(text.find('\n', start), text.size());
+    for (size_t i = start; i < end && (text[i] == ' ' || text[i] == '\t'); ++i) {
+      if (text[i] != '\t') continue;
+      YAML::Mark mark;
+      mark.pos = static_cast<int>(i);
+      mark.line = line;
+      mark.column = static_cast<int>(i - start);
+      return mark;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
 LoadResult parse_document(std::string_view yaml, const std::string& file, const fs::path& base,
                           const HostLookup& host) {
   Report r(file);
@@ -1017,7 +1019,12 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
     }
     document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    r.error(e.mark.is_null() ? start_of_file() : e.mark, "invalid YAML: " + e.msg);
+    YAML::Mark at = e.mark.is_null() ? start_of_file() : e.mark;
+    // yaml-cpp says "end of map not found" for a tab: name the tab instead.
+    if (auto tab = tab_in_indentation(text, at.line))
+      r.error(*tab, "invalid YAML: a tab in the indentation; YAML indents with spaces only");
+    else
+      r.error(at, "invalid YAML: " + e.msg);
     return std::move(r).finish(std::nullopt);
   }
   if (!document || document.IsNull()) {
@@ -1033,7 +1040,8 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   Config config;
   config.path = file;
   std::vector<ProgramSpec> specs;  // one per program, in the same order
-  auto top = read_map(root, r, kTopKeys);
+  // x-* keys hold anchors for merge keys (<<: *defaults), as in docker-compose.
+  auto top = read_map(root, r, kTopKeys, fields::MapStyle::Section, /*extensions=*/true);
   if (auto* v = top->find("log")) parse_log(*v, config.log, r);
   if (auto* v = top->get("cgroup_root")) parse_cgroup_root(*v, config.cgroup_root, r);
   if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
@@ -1079,6 +1087,27 @@ LoadResult parse_string(std::string_view yaml, const std::string& file_name) {
 LoadResult parse_string(std::string_view yaml, const std::string& file_name,
                         const HostLookup& host) {
   return parse_document(yaml, file_name, fs::path(file_name).parent_path(), host);
+}
+
+// The root ends up in paths handed to the kernel, so nothing that could
+// climb out of the intended subtree or name the same directory twice.
+std::string cgroup_root_problem(std::string_view text) {
+  if (text.empty()) return "must not be empty";
+  auto bad = std::find_if_not(text.begin(), text.end(), cgroup_char);
+  if (bad != text.end())
+    return "invalid character " + quote(std::string(1, *bad)) + " in " + quote(text) +
+           "; use letters, digits and _ . @ / -";
+  std::string_view rest = text;
+  if (rest.front() == '/') rest.remove_prefix(1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    if (part.empty()) return "empty path component in " + quote(text);
+    if (part == "." || part == "..") return "\".\" and \"..\" are not allowed in " + quote(text);
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return "";
 }
 
 bool valid_program_name(std::string_view name) {

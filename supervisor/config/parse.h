@@ -46,5 +46,8 @@ LoadResult parse_string(std::string_view yaml, const std::string& file_name,
 
 // Error-free checks shared with the command line's wrap mode.
 bool valid_program_name(std::string_view name);
+// What is wrong with a cgroup_root (the file's key, `run --cgroup-root`,
+// RECYCLER_CGROUP_ROOT); "" when nothing is.
+std::string cgroup_root_problem(std::string_view root);
 
 }  // namespace recycler::config

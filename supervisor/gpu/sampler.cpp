@@ -14,6 +14,7 @@ struct Sampler::Query {
   std::unique_ptr<Nvml>* nvml = nullptr;
   std::string library;
   std::optional<Result<Snapshot>> result;
+  TimePoint queued{};
 };
 
 Sampler::Sampler(uv_loop_t* loop, Timers& timers, std::string library, const std::string& proc_root,
@@ -46,6 +47,7 @@ void Sampler::tick() {
   q.owner = this;
   q.nvml = &nvml_;
   q.library = library_;
+  q.queued = timers_.now();
   int err = uv_queue_work(
       loop_, &q.req,
       [](uv_work_t* req) {
@@ -95,6 +97,11 @@ void Sampler::done(Query& q) {
     if (noted_.size() < 64 && noted_.insert(note).second) log::warn("GPU: {}", note);
   latest_ = std::move(snap);
   ++answered_;
+}
+
+std::optional<TimePoint> Sampler::in_flight_since() const {
+  if (!in_flight_) return std::nullopt;
+  return in_flight_->queued;
 }
 
 Usage Sampler::usage(std::span<const pid_t> pids) const {

@@ -50,6 +50,10 @@ class Sampler {
   Usage usage(std::span<const pid_t> pids) const;
   // Queries answered so far (for tests and figures).
   uint64_t answered() const { return answered_; }
+  // For the watchdog: since when the query under way has been running, and
+  // the interval queries are asked for at; nullopt when none is under way.
+  std::optional<TimePoint> in_flight_since() const;
+  Duration interval() const { return interval_.value_or(Duration{}); }
 
  private:
   struct Query;  // one uv_work_t and what it brings back

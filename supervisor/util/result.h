@@ -14,6 +14,9 @@ namespace recycler {
 struct Error {
   std::string message;
   int code = 0;  // errno where one applies
+  // Trying the same again cannot succeed (spawn: exec of a file that is
+  // missing, not executable or not a program): no retry.
+  bool permanent = false;
 };
 
 template <typename T>

@@ -339,35 +339,10 @@ TEST(Lifecycle, AWorkerRunningAsAnotherUserStillDiesWithRecycler) {
 }
 
 // systemd's side of Type=notify: a datagram socket recycler reports to.
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& path) : path_(path) {
-    fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-    bound_ = ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  bool bound() const { return bound_; }
-  // The next datagram, or "" after `timeout`.
-  std::string receive(Millis timeout = 10s) {
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(scaled(timeout).count())) != 1) return "";
-    char buf[4096];
-    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-  }
-
- private:
-  std::string path_;
-  UniqueFd fd_;
-  bool bound_ = false;
-};
-
 TEST(Lifecycle, UnderSystemdRecyclerNotifiesReadyAndStoppingAndKeepsTheSocketFromWorkers) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
-  NotifySocket systemd(sb.tmp() + "/notify.sock");
+  SystemdSocket systemd(sb.tmp() + "/notify.sock");
   ASSERT_TRUE(systemd.bound());
   std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
     command: "echo worker sees NOTIFY_SOCKET=${NOTIFY_SOCKET:-unset}; exec sleep 1000"

@@ -86,11 +86,14 @@ class FakeLauncher final : public Launcher {
     bool exited = false;
   };
 
+  // What a launch fails with when fail_next is set.
+  Error fail_error{"fake: exec failed", 2};
+
   Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag,
                                           ExitCallback on_exit) override {
     if (fail_next) {
       fail_next = false;
-      return Error{"fake: exec failed", 2};
+      return fail_error;
     }
     auto l =
         std::make_shared<Launched>(Launched{next_pid_++, std::move(spec), {}, std::move(on_exit)});

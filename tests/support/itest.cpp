@@ -4,13 +4,16 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -447,6 +450,22 @@ pid_t started_pid(const std::string& line) {
   static const std::regex re("started: pid ([0-9]+)");
   if (!std::regex_search(line, m, re)) return -1;
   return static_cast<pid_t>(std::stol(m[1]));
+}
+
+SystemdSocket::SystemdSocket(const std::string& path) {
+  fd_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  bound_ = fd_ && ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+std::string SystemdSocket::receive(Millis timeout) {
+  pollfd p{fd_.get(), POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(scaled(timeout).count())) != 1) return "";
+  char buf[4096];
+  ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
 Recycler::Options in_sandbox(const Sandbox& sandbox) {

@@ -150,6 +150,20 @@ class Recycler {
   std::optional<int> status_;
 };
 
+// What systemd's side of NOTIFY_SOCKET sees: a datagram socket bound at
+// `path`, owned by the test.
+class SystemdSocket {
+ public:
+  explicit SystemdSocket(const std::string& path);
+  bool bound() const { return bound_; }
+  // The next datagram, or "" after `timeout` (scaled).
+  std::string receive(Millis timeout = 10s);
+
+ private:
+  UniqueFd fd_;
+  bool bound_ = false;
+};
+
 // The pid in a "NAME started: pid N, generation G" line.
 pid_t started_pid(const std::string& line);
 

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "tests/support/fakes.h"
 #include "tests/support/log_capture.h"
@@ -316,6 +318,40 @@ TEST_F(WorkerTest, AFailedStartWithRestartNeverMarksTheSlotFailed) {
   Worker& w = make();
   w.start();
   EXPECT_EQ(w.state(), WorkerState::Failed);
+}
+
+TEST_F(WorkerTest, ACommandThatCannotBeRunFailsAtOnceWithTheShellsStatus) {
+  struct Case {
+    int err;
+    int status;
+  };
+  for (Case c : {Case{ENOENT, 127}, Case{EACCES, 126}, Case{ENOEXEC, 126}}) {
+    launcher.fail_next = true;
+    launcher.fail_error = Error{"/opt/app/srv: " + std::string(std::strerror(c.err)), c.err, true};
+    Worker& w = make();
+    w.start();
+    EXPECT_EQ(w.state(), WorkerState::Failed) << c.err;
+    ASSERT_TRUE(w.last_exit());
+    EXPECT_EQ(w.last_exit()->shell_code(), c.status);
+    EXPECT_TRUE(log.contains("api[0] FAILED: its command cannot be run (/opt/app/srv: " +
+                             std::string(std::strerror(c.err)) +
+                             "); recycler will not retry it. Fix the program, then reload "
+                             "(SIGHUP) or restart recycler."))
+        << log.all();
+    timers.advance(1h);  // no restart was scheduled
+    EXPECT_EQ(w.state(), WorkerState::Failed);
+    EXPECT_TRUE(launcher.launched.empty());
+  }
+}
+
+TEST_F(WorkerTest, ATransientStartFailureIsStillRetried) {
+  launcher.fail_next = true;
+  launcher.fail_error = Error{"fork: Resource temporarily unavailable", EAGAIN};
+  Worker& w = make();
+  w.start();
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  timers.advance(backoff_delay());
+  EXPECT_EQ(w.state(), WorkerState::Running);
 }
 
 TEST_F(WorkerTest, StopDuringBackoffCancelsTheRestart) {

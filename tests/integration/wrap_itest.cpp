@@ -1,0 +1,151 @@
+// Wrap mode (`recycler run [OPTIONS] -- CMD`) and commands that cannot be
+// run: the flags that stand for the YAML's common cases, each seen to have
+// its effect on a real worker, and exec failures that no retry can fix.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+TEST(Exec, ATypoedAbsolutePathExits127AtOnce) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  auto t0 = std::chrono::steady_clock::now();
+  Recycler r({"run", "--", "/usr/bin/no-such-command-typo", "--flag"}, in_sandbox(sb));
+  EXPECT_EQ(r.exit_code(), 127);
+  // Not retried with backoff until a crash loop (that took ~14 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, scaled(3s));
+  EXPECT_EQ(r.count("failed to start"), 1u) << r.output();
+  EXPECT_THAT(r.output(),
+              HasSubstr("FAILED: its command cannot be run (/usr/bin/no-such-command-typo: No "
+                        "such file or directory); recycler will not retry it. Fix the command, "
+                        "then run recycler again"));
+  EXPECT_THAT(r.output(), ::testing::Not(HasSubstr("SIGHUP")));
+}
+
+TEST(Exec, ACommandWithoutPermissionExits126) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string script = sb.write("not-executable.sh", "#!/bin/sh\necho ran\n");
+  ::chmod(script.c_str(), 0644);
+  Recycler r({"run", "--", script}, in_sandbox(sb));
+  EXPECT_EQ(r.exit_code(), 126);
+  EXPECT_THAT(r.output(), HasSubstr("Permission denied"));
+  EXPECT_EQ(r.count("ran"), 0u);
+}
+
+TEST(Exec, NotAProgramExits126) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string junk = sb.write("junk", std::string("\x7f"
+                                                  "ELF-not-really\x01\x02",
+                                                  17));
+  ::chmod(junk.c_str(), 0755);
+  Recycler r({"run", "--", junk}, in_sandbox(sb));
+  EXPECT_EQ(r.exit_code(), 126);
+  EXPECT_THAT(r.output(), HasSubstr("Exec format error"));
+}
+
+TEST(Exec, InAConfigTheBrokenProgramIsFailedAtOnceAndTheRestKeepRunning) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  broken:
+    command: ["/opt/no/such/server", "--port", "80"]
+  fine:
+    command: ["sh", "-c", "echo up; exec sleep 1000"]
+)"));
+  Recycler r({"run", "-c", cfg}, in_sandbox(sb));
+  auto failed = r.wait_for("broken[0] FAILED: its command cannot be run");
+  ASSERT_TRUE(failed);
+  EXPECT_THAT(*failed, HasSubstr("Fix the program, then reload (SIGHUP) or restart recycler."));
+  ASSERT_TRUE(r.wait_for("fine[0] out | up"));
+  EXPECT_EQ(r.count("broken[0] failed to start"), 1u) << r.output();
+  EXPECT_EQ(r.count("broken[0] restarting"), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, RecycleAtRecyclesALeakingCommand) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--memory-max", "256MiB", "--recycle-at",
+              "25%", "--", leaky_bin(), "--rate", "64MiB", "--step", "50"},
+             in_sandbox(sb));
+  auto recycle = r.wait_for("leaky[0] recycle: anon");
+  ASSERT_TRUE(recycle);
+  EXPECT_THAT(*recycle, HasSubstr("> 64 MiB (25% of 256 MiB) (memory policy)"));
+  ASSERT_TRUE(r.wait_for("leaky[0] started: pid"));  // its replacement
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, MaxLifetimeRecyclesTheCommand) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--max-lifetime", "300ms", "--", "sh", "-c",
+              "echo gen=$RECYCLER_GENERATION; exec sleep 1000"},
+             in_sandbox(sb));
+  ASSERT_TRUE(r.wait_for("sh[0] out | gen=1"));
+  auto recycle = r.wait_for("sh[0] recycle:");
+  ASSERT_TRUE(recycle);
+  EXPECT_THAT(*recycle, HasSubstr("(max_lifetime policy)"));
+  ASSERT_TRUE(r.wait_for("sh[0] out | gen=2"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, TimelineRecordsTheCommandsSamples) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string dir = sb.tmp() + "/traces";
+  // Recycled after 1.5 s: by then the first sample (sample_interval 1 s) is written.
+  Recycler r({"run", "--cgroup-root", sb.cgroup_root(), "--timeline", dir, "--max-lifetime",
+              "1500ms", "--", "sh", "-c", "exec sleep 1000"},
+             in_sandbox(sb));
+  ASSERT_TRUE(r.wait_for("sh[0] recycle:"));
+  std::string samples = read_text(dir + "/sh.0.csv");
+  EXPECT_THAT(samples, ::testing::StartsWith("t,"));
+  EXPECT_GE(std::count(samples.begin(), samples.end(), '\n'), 2) << samples;
+  EXPECT_THAT(read_text(dir + "/sh.0.events.csv"), HasSubstr("start"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Wrap, ABadFlagValueIsAUsageErrorNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--recycle-at", "5XB"}, "--recycle-at 5XB: limit: invalid size \"5XB\""},
+           {{"--recycle-at", "80%"}, "--recycle-at 80%: a percentage needs --memory-max"},
+           {{"--leak"}, "--leak: needs --memory-max"},
+           {{"--memory-max", "1GiB", "--leak", "--checkpoint", "SIGNOPE"},
+            "--checkpoint SIGNOPE: invalid signal"},
+           {{"--max-requests", "0"}, "--max-requests 0: limit: 0 is out of range"},
+           {{"--max-lifetime", "soon"}, "--max-lifetime soon: after: invalid duration"},
+       }) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    Recycler r(args, Recycler::Options{});
+    EXPECT_EQ(r.exit_code(), 2) << c.says;
+    EXPECT_THAT(r.output(), HasSubstr("recycler: " + c.says));
+    EXPECT_THAT(r.output(), ::testing::Not(HasSubstr("started")));
+  }
+  Recycler with_file({"run", "-c", "x.yaml", "--leak"}, Recycler::Options{});
+  EXPECT_EQ(with_file.exit_code(), 2);
+  EXPECT_THAT(with_file.output(), HasSubstr("apply to -- CMD only"));
+}
+
+}  // namespace
+}  // namespace recycler::testing
