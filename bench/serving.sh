@@ -91,10 +91,18 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# A port nothing listens on, from a range of this run's own.
-NEXT_PORT=${PORT_BASE:-$((20000 + $$ % 20000))}
+# A port no socket uses (listening or connected: gunicorn's bind would fail),
+# from a range of this run's own below the kernel's ephemeral ports.
+NEXT_PORT=${PORT_BASE:-$((10000 + $$ % 20000))}
+port_used() {
+  if command -v ss >/dev/null; then
+    [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
 free_port() {
-  while (exec 3<>"/dev/tcp/127.0.0.1/$NEXT_PORT") 2>/dev/null; do NEXT_PORT=$((NEXT_PORT + 1)); done
+  while port_used "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
   PORT=$NEXT_PORT
   NEXT_PORT=$((NEXT_PORT + 1))
 }
@@ -111,7 +119,7 @@ wait_serving() {
 }
 
 recycler_config() {  # ROW
-  local listen= recycle= policies="      - max_requests: {limit: 200, jitter: 50, scope: process}"
+  local listen='' recycle='' policies="      - max_requests: {limit: 200, jitter: 50, scope: process}"
   case $1 in
     c0) policies="      - max_requests: {limit: 1000000000, scope: process}  # counts, never fires" ;;
     d | e)
@@ -156,7 +164,25 @@ start_server() {  # ROW
   PID=$!
 }
 
-echo "serving benchmark: $RUNS run(s) of ${DURATION}s per row, rows: $ROWS; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+# Rows (d) and (e) need a recycler that knows `listen:` and `recycle:` (issue
+# 12): skipped, with check's reason, when this one does not.
+RUN_ROWS=
+for row in $ROWS; do
+  if [[ $row = d || $row = e ]]; then
+    RUN_DIR=$TMP/check-$row PORT=1  # a placeholder: check binds nothing
+    mkdir -p "$RUN_DIR"
+    recycler_config "$row" >"$RUN_DIR/recycler.yaml"
+    if ! why=$("$BIN" check -c "$RUN_DIR/recycler.yaml" 2>&1); then
+      echo "serving.sh: row $row skipped: this recycler does not take its config: $(grep -m1 error: <<<"$why")" >&2
+      continue
+    fi
+  fi
+  RUN_ROWS+="${RUN_ROWS:+ }$row"
+done
+ROWS=$RUN_ROWS
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "serving benchmark: $RUNS run(s) of ${DURATION}s per row, rows: $ROWS; $(nproc) CPUs, load $LOAD_BEFORE" >&2
 for ((run = 1; run <= RUNS; run++)); do
   for row in $ROWS; do
     RUN_DIR=$TMP/$row-$run
@@ -175,7 +201,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 
 echo
-echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), load average before: see above"
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # shellcheck disable=SC2086  # one argument per row
 $PYTHON "$SERVING/report.py" "$TMP" $ROWS
