@@ -57,12 +57,16 @@ _sock = None
 _pending_requests = 0  # counted here, not yet sent
 
 
-def _reset_lock_in_child():
-    global _lock
+def _reset_in_child():
+    global _lock, _pid, _sock, _pending_requests
     _lock = threading.Lock()  # another thread of the parent may have held it
+    # The parent's socket and uncounted requests are the parent's: a fork
+    # through os.fork (a pre-fork server's workers) starts afresh, and
+    # requests() can trust _sock without asking for its pid each time.
+    _pid, _sock, _pending_requests = None, None, 0
 
 
-os.register_at_fork(after_in_child=_reset_lock_in_child)
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def _address():
@@ -181,8 +185,24 @@ def iteration(n, device_bytes=None):
     return notify(RECYCLER_DEVICE_BYTES=int(device_bytes), RECYCLER_ITERATION=int(n))
 
 
+_ONE_REQUEST = b"RECYCLER_REQUESTS=1"
+
+
 def requests(n=1):
     """Counts `n` more completed requests; what cannot be sent now goes with the next call."""
+    # Called once per request: the common case (one request, nothing kept
+    # back, this process's socket connected) is one send and nothing else.
+    sock = _sock
+    if sock is not None and n == 1 and not _pending_requests:
+        try:
+            sock.send(_ONE_REQUEST)
+            return True
+        except Exception:
+            pass  # a full queue or a gone supervisor: counted below, as any call
+    return _requests(n)
+
+
+def _requests(n):
     global _pending_requests
     try:
         if _address() is None:

@@ -7,9 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "supervisor/log.h"
@@ -125,27 +127,58 @@ NotifySocket::NotifySocket(UniqueFd fd, std::string address, Handler handler)
 
 NotifySocket::~NotifySocket() = default;
 
+namespace {
+
+constexpr std::size_t kControlSpace =
+    CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxFdsPerDatagram);
+
+// What one recvmmsg fills: NotifySocket::kBatch datagrams with their control
+// data, about 80 KiB. One per thread (the loop's), shared by every socket that
+// thread drains: a handler runs after its datagram was read and never drains.
+struct Batch {
+  char data[NotifySocket::kBatch][NotifySocket::kMaxDatagram];
+  // Each row is a multiple of CMSG_ALIGN, so every row stays aligned.
+  alignas(cmsghdr) char control[NotifySocket::kBatch][kControlSpace];
+  iovec iov[NotifySocket::kBatch];
+  mmsghdr msgs[NotifySocket::kBatch];
+};
+
+Batch& batch() {
+  thread_local std::unique_ptr<Batch> b;
+  if (!b) b = std::make_unique<Batch>();
+  return *b;
+}
+
+}  // namespace
+
 void NotifySocket::drain() {
+  Batch& b = batch();
   // Bounded, so that a flood cannot starve timers and other sockets: the poll
   // is level-triggered and wakes us again on the next loop iteration.
-  for (int i = 0; i < kMaxPerWakeup && receive_one(); ++i) {
+  for (unsigned done = 0; done < static_cast<unsigned>(kMaxPerWakeup);) {
+    unsigned want = std::min(kBatch, static_cast<unsigned>(kMaxPerWakeup) - done);
+    for (unsigned i = 0; i < want; ++i) {
+      b.iov[i] = iovec{b.data[i], sizeof b.data[i]};
+      msghdr& m = b.msgs[i].msg_hdr;
+      m = msghdr{};
+      m.msg_iov = &b.iov[i];
+      m.msg_iovlen = 1;
+      m.msg_control = b.control[i];
+      m.msg_controllen = sizeof b.control[i];
+      b.msgs[i].msg_len = 0;
+    }
+    // MSG_TRUNC: each datagram's real length, so that a longer one is recognised.
+    int n =
+        ::recvmmsg(fd_.get(), b.msgs, want, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC, nullptr);
+    if (n <= 0) return;  // EAGAIN: drained; anything else: retried on the next wake-up
+    ++stats_.reads;
+    for (int i = 0; i < n; ++i) deliver(b.msgs[i].msg_hdr, b.msgs[i].msg_len);
+    done += static_cast<unsigned>(n);
+    if (static_cast<unsigned>(n) < want) return;  // the queue is empty
   }
 }
 
-bool NotifySocket::receive_one() {
-  char data[kMaxDatagram];
-  alignas(cmsghdr) char
-      control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxFdsPerDatagram)];
-  iovec iov{data, sizeof data};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  // MSG_TRUNC: the datagram's real length, so that a longer one is recognised.
-  ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
-  if (n < 0) return false;  // EAGAIN: drained; anything else: retried on the next wake-up
-
+void NotifySocket::deliver(msghdr& msg, std::size_t length) {
   ucred cred{};
   bool has_cred = false;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -165,18 +198,18 @@ bool NotifySocket::receive_one() {
     }
   }
 
-  if (static_cast<std::size_t>(n) > sizeof data) {
+  if (length > kMaxDatagram || (msg.msg_flags & MSG_TRUNC)) {
     ++stats_.oversized;
-    return true;
+    return;
   }
   // pid 0: a sender in a pid namespace we cannot see; it cannot be attributed.
   if (!has_cred || cred.pid <= 0) {
     ++stats_.without_credentials;
-    return true;
+    return;
   }
   ++stats_.received;
-  handler_(Datagram{cred.pid, cred.uid, std::string_view(data, static_cast<std::size_t>(n))});
-  return true;
+  handler_(Datagram{cred.pid, cred.uid,
+                    std::string_view(static_cast<const char*>(msg.msg_iov[0].iov_base), length)});
 }
 
 }  // namespace recycler::notify

@@ -71,6 +71,7 @@ class NotifySocket {
     uint64_t oversized = 0;            // longer than kMaxDatagram: dropped
     uint64_t without_credentials = 0;  // no sender pid: dropped
     uint64_t fds_closed = 0;           // SCM_RIGHTS descriptors closed on arrival
+    uint64_t reads = 0;                // recvmmsg calls that returned datagrams
   };
   const Stats& stats() const { return stats_; }
 
@@ -78,6 +79,11 @@ class NotifySocket {
   static constexpr std::size_t kMaxDatagram = 4096;
   // Datagrams read per wake-up before the loop gets its turn again.
   static constexpr int kMaxPerWakeup = 256;
+  // Datagrams one recvmmsg(2) reads at most. A request count arrives per
+  // request served, each on a wake-up of its own when the loop is idle: one
+  // call then reads it and sees that the queue is empty (fewer than asked
+  // for), with no second call to meet EAGAIN.
+  static constexpr unsigned kBatch = 16;
 
   NotifySocket(const NotifySocket&) = delete;
   NotifySocket& operator=(const NotifySocket&) = delete;
@@ -90,8 +96,9 @@ class NotifySocket {
   static Result<std::unique_ptr<NotifySocket>> start(uv_loop_t* loop, UniqueFd fd,
                                                      std::string address, Handler handler);
   void drain();
-  // Reads one datagram: false when there is nothing more to read now.
-  bool receive_one();
+  // Checks one received datagram (closes passed descriptors, drops what has
+  // no credentials or is too long) and hands it to the handler.
+  void deliver(msghdr& msg, std::size_t length);
 
   UniqueFd fd_;  // declared before poll_: the poll handle is closed first
   std::string address_;

@@ -357,6 +357,32 @@ TEST_F(NotifySocketTest, ADatagramFromAForkedChildCarriesTheChildsPid) {
   EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=1");
 }
 
+TEST_F(NotifySocketTest, ALoneDatagramCostsOneRead) {
+  // A request count arrives on a wake-up of its own: one recvmmsg reads it and,
+  // returning fewer than it asked for, shows the queue empty without a second
+  // call to meet EAGAIN.
+  open();
+  Sender sender(socket_->address());
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(sender.send("RECYCLER_REQUESTS=1"));
+    ASSERT_TRUE(run_until_received(static_cast<std::size_t>(i)));
+    EXPECT_EQ(socket_->stats().reads, static_cast<uint64_t>(i));
+  }
+}
+
+TEST_F(NotifySocketTest, QueuedDatagramsAreReadInOneCallInOrder) {
+  open();
+  Sender sender(socket_->address());
+  // All queued before the loop runs; fewer than net.unix.max_dgram_qlen (10 by
+  // default), or this blocking sender would wait for the reader.
+  constexpr int kQueued = 8;
+  static_assert(kQueued < NotifySocket::kBatch);
+  for (int i = 0; i < kQueued; ++i) ASSERT_TRUE(sender.send("SEQ=" + std::to_string(i)));
+  ASSERT_TRUE(run_until_received(kQueued));
+  for (int i = 0; i < kQueued; ++i) ASSERT_EQ(received_[i].data, "SEQ=" + std::to_string(i));
+  EXPECT_EQ(socket_->stats().reads, 1u);
+}
+
 TEST_F(NotifySocketTest, AnOversizedDatagramIsDroppedAndTheNextOneArrives) {
   open();
   Sender sender(socket_->address());

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Serving under load: gunicorn's own request recycling against recycler's,
+# side by side in one sitting (issue 12).
+#
+#   bench/serving.sh [BUILD_DIR]          (default build; run as root for real cgroups)
+#   RUNS=3 DURATION=20 ROWS="a b c0 c d e" bench/serving.sh build
+#
+# Debian's gunicorn 20.1 (/usr/bin/python3 -m gunicorn), 2 sync workers,
+# serving bench/serving/app.py ("ok"), loaded on 127.0.0.1 with
+# `wrk -t2 -c16 -d${DURATION}s --latency`. Rows:
+#   a   gunicorn, no recycling
+#   b   gunicorn --max-requests 200 --max-requests-jitter 50
+#   c0  gunicorn under recycler, each request reported (post_request hook +
+#       examples/python/recycler_notify.py) to a max_requests policy whose
+#       limit is never reached: what counting costs
+#   c   under recycler, max_requests: {limit: 200, jitter: 50, scope: process}
+#   d   (c) + the whole server recycled every 5 s (max_lifetime), with
+#       listen: (recycler holds the socket) and recycle: {mode: restart}
+#   e   (d) with recycle: {mode: surge}
+# Each run goes through every row in turn (a, b, c0, ... then again), each
+# server on a port of its own, so that a slow spell of the machine spreads
+# over the rows. Prints a markdown table (bench/serving/report.py): every run
+# and the median per row, req/s and p99 against (a), wrk's non-2xx and socket
+# errors, recycles done, requests served per recycled pid (from gunicorn's
+# access log) and how many served more than their drawn limit + 5.
+# KEEP=1 keeps the logs (the directory is printed). Kills only the processes
+# it started; recycler gets a cgroup_root of its own, removed at the end.
+set -u
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${1:-build}
+[[ $BUILD_DIR = /* ]] || BUILD_DIR=$REPO/$BUILD_DIR
+BIN=${BIN:-$BUILD_DIR/supervisor/recycler}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-20}
+ROWS=${ROWS:-a b c0 c d e}
+PYTHON=/usr/bin/python3
+SERVING=$REPO/bench/serving
+
+for tool in wrk curl; do
+  command -v $tool >/dev/null || { echo "serving.sh: $tool not found (scripts/install-deps --test)" >&2; exit 1; }
+done
+$PYTHON -c 'import gunicorn' 2>/dev/null ||
+  { echo "serving.sh: Debian's python3-gunicorn is not installed (scripts/install-deps --test)" >&2; exit 1; }
+for row in $ROWS; do
+  case $row in
+    a | b) ;;
+    c0 | c | d | e) [[ -x $BIN ]] || { echo "serving.sh: $BIN not found; build recycler first" >&2; exit 1; } ;;
+    *) echo "serving.sh: unknown row $row (a b c0 c d e)" >&2; exit 2 ;;
+  esac
+done
+
+ROOT=recycler-servebench-$$
+TMP=$(mktemp -d /tmp/recycler-serving.XXXXXX)
+PID=  # the server this script started last: gunicorn's master or recycler
+
+root_dirs() {
+  local d
+  for d in /sys/fs/cgroup/*/"$ROOT" /sys/fs/cgroup/"$ROOT"; do [[ -d $d ]] && echo "$d"; done
+}
+
+# Gone, or a zombie waiting for us to reap it.
+is_gone() {
+  local state
+  state=$(sed -n 's/^State:\s*\(\S\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+  [[ -z $state || $state = Z ]]
+}
+
+# SIGTERM, then SIGKILL after $2 seconds (tenths of a second polled).
+stop_server() {
+  [[ -n $PID ]] || return 0
+  if kill -0 "$PID" 2>/dev/null; then
+    kill -TERM "$PID" 2>/dev/null
+    local i
+    for ((i = 0; i < $1 * 10; i++)); do is_gone "$PID" && break; sleep 0.1; done
+    is_gone "$PID" || { echo "serving.sh: pid $PID ignored SIGTERM for $1 s; killed" >&2; kill -KILL "$PID" 2>/dev/null; }
+  fi
+  wait "$PID" 2>/dev/null
+  PID=
+}
+
+# shellcheck disable=SC2317  # called through the EXIT trap
+cleanup() {
+  stop_server 30
+  # Only what this run created: directories under its own, unique root.
+  local d
+  for d in $(root_dirs); do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  if [[ ${KEEP:-0} = 1 ]]; then echo "serving.sh: logs kept in $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A port no socket uses (listening or connected: gunicorn's bind would fail),
+# from a range of this run's own below the kernel's ephemeral ports.
+NEXT_PORT=${PORT_BASE:-$((10000 + $$ % 20000))}
+port_used() {
+  if command -v ss >/dev/null; then
+    [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
+free_port() {
+  while port_used "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
+  PORT=$NEXT_PORT
+  NEXT_PORT=$((NEXT_PORT + 1))
+}
+
+# Polls until the server answers 200 (at most 30 s) or dies.
+wait_serving() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$PORT/" 2>/dev/null | grep -q 200 && return 0
+    is_gone "$PID" && return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+recycler_config() {  # ROW
+  local listen='' recycle='' policies="      - max_requests: {limit: 200, jitter: 50, scope: process}"
+  case $1 in
+    c0) policies="      - max_requests: {limit: 1000000000, scope: process}  # counts, never fires" ;;
+    d | e)
+      listen="    listen: [\"127.0.0.1:$PORT\"]"
+      policies+=$'\n'"      - max_lifetime: {after: 5s}"
+      [[ $1 = e ]] && recycle="    recycle: {mode: surge, ready_timeout: 60s}"
+      ;;
+  esac
+  cat <<YAML
+cgroup_root: $ROOT
+log: {level: info, format: text}
+programs:
+  web:
+    command: ["$PYTHON", "-m", "gunicorn", "-c", "$SERVING/gunicorn.conf.py"]
+    env:
+      SERVE_BIND: "127.0.0.1:$PORT"
+      SERVE_ACCESS_LOG: "$RUN_DIR/access.log"
+      SERVE_ERROR_LOG: "$RUN_DIR/error.log"
+      SERVE_COUNT: "1"
+      SERVE_READY: "1"
+    stop: {signal: TERM, timeout: 10s}  # longer than graceful_timeout (5 s)
+$listen
+$recycle
+    policies:
+$policies
+YAML
+}
+
+start_server() {  # ROW
+  local gunicorn=("$PYTHON" -m gunicorn -c "$SERVING/gunicorn.conf.py")
+  case $1 in
+    a | b)
+      [[ $1 = b ]] && gunicorn+=(--max-requests 200 --max-requests-jitter 50)
+      SERVE_BIND=127.0.0.1:$PORT SERVE_ACCESS_LOG=$RUN_DIR/access.log \
+        SERVE_ERROR_LOG=$RUN_DIR/error.log "${gunicorn[@]}" </dev/null >"$RUN_DIR/stdout.log" 2>&1 &
+      ;;
+    *)
+      recycler_config "$1" >"$RUN_DIR/recycler.yaml"
+      "$BIN" run -c "$RUN_DIR/recycler.yaml" </dev/null >"$RUN_DIR/recycler.log" 2>&1 &
+      ;;
+  esac
+  PID=$!
+}
+
+# Rows (d) and (e) need a recycler that knows `listen:` and `recycle:` (issue
+# 12): skipped, with check's reason, when this one does not.
+RUN_ROWS=
+for row in $ROWS; do
+  if [[ $row = d || $row = e ]]; then
+    RUN_DIR=$TMP/check-$row PORT=1  # a placeholder: check binds nothing
+    mkdir -p "$RUN_DIR"
+    recycler_config "$row" >"$RUN_DIR/recycler.yaml"
+    if ! why=$("$BIN" check -c "$RUN_DIR/recycler.yaml" 2>&1); then
+      echo "serving.sh: row $row skipped: this recycler does not take its config: $(grep -m1 error: <<<"$why")" >&2
+      continue
+    fi
+  fi
+  RUN_ROWS+="${RUN_ROWS:+ }$row"
+done
+ROWS=$RUN_ROWS
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "serving benchmark: $RUNS run(s) of ${DURATION}s per row, rows: $ROWS; $(nproc) CPUs, load $LOAD_BEFORE" >&2
+for ((run = 1; run <= RUNS; run++)); do
+  for row in $ROWS; do
+    RUN_DIR=$TMP/$row-$run
+    mkdir -p "$RUN_DIR"
+    free_port
+    start_server "$row"
+    if ! wait_serving; then
+      echo "serving.sh: row $row run $run: nothing answered on port $PORT; its logs:" >&2
+      tail -n 20 "$RUN_DIR"/*.log >&2
+      exit 1
+    fi
+    wrk -t2 -c16 -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/" >"$RUN_DIR/wrk.txt" 2>&1
+    stop_server 30
+    printf '  %-3s run %d: %s\n' "$row" "$run" "$(grep -h 'Requests/sec' "$RUN_DIR/wrk.txt")" >&2
+  done
+done
+
+echo
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+# shellcheck disable=SC2086  # one argument per row
+$PYTHON "$SERVING/report.py" "$TMP" $ROWS

@@ -1,0 +1,43 @@
+# gunicorn settings for bench/serving.sh: 2 sync workers serving app.py.
+#
+# The script sets, per row:
+#   SERVE_BIND        "127.0.0.1:PORT"; unset when recycler hands the socket
+#                     over (LISTEN_FDS: gunicorn 20.1 then takes fd 3 and
+#                     ignores `bind`)
+#   SERVE_ACCESS_LOG  one line per request with the worker's pid ("<1234>")
+#   SERVE_ERROR_LOG   gunicorn's own log ("Booting worker", "Autorestarting")
+#   SERVE_COUNT=1     report each request to recycler (post_request hook,
+#                     examples/python/recycler_notify.py)
+#   SERVE_READY=1     send READY=1 once a worker has loaded the app
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_here, "..", "..", "examples", "python"))
+import recycler_notify  # noqa: E402  (found through the path set just above)
+
+wsgi_app = "app:app"
+chdir = _here
+workers = 2
+worker_class = "sync"
+graceful_timeout = 5
+timeout = 30
+if "LISTEN_FDS" not in os.environ:
+    bind = os.environ.get("SERVE_BIND", "127.0.0.1:8000")
+
+accesslog = os.environ.get("SERVE_ACCESS_LOG", "-")
+access_log_format = '%(p)s "%(r)s" %(s)s'
+errorlog = os.environ.get("SERVE_ERROR_LOG", "-")
+loglevel = "info"
+
+if os.environ.get("SERVE_COUNT") == "1":
+
+    def post_request(worker, req, environ, resp):
+        recycler_notify.requests(1)
+
+
+if os.environ.get("SERVE_READY") == "1":
+    # gunicorn 20.1's arbiter sends READY=1 itself, and calls when_ready,
+    # before it forks a worker; a worker that has loaded the app can serve.
+    def post_worker_init(worker):
+        recycler_notify.ready()
