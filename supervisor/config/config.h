@@ -209,6 +209,8 @@ struct ControlConfig {
   std::optional<std::string> group;
   std::optional<gid_t> gid;  // resolved from group
   bool operator==(const ControlConfig&) const = default;
+};
+
 // Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
 // [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
 struct ListenAddress {

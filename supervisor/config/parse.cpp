@@ -230,6 +230,9 @@ void parse_control(const Field& f, const fs::path& base, const HostLookup& host,
       control.group = *name;
       control.gid = *gid;
     }
+  }
+}
+
 // metrics: {listen: HOST:PORT}; a bare `metrics:` listens on the default.
 void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r) {
   metrics.emplace();
