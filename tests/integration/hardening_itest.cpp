@@ -291,8 +291,13 @@ TEST(Hardening, MadeUpPidsInAWorkersOutputNeitherGrowRecyclerNorSlowItDown) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   UniqueFd done(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   ASSERT_TRUE(done);
-  std::string script =
-      sb.write("fake.sh", R"(seq 1000000 1999999 | sed 's/.*/<&> "GET \/ HTTP\/1.1" 200/'
+  // The flood goes on (the same million pids again) until the neighbour has
+  // been recycled: on an idle machine one round ends in half a second, before
+  // its first recycle, and would show nothing about slowing recycler down.
+  std::string stop_file = sb.tmp() + "/stop";
+  std::string script = sb.write("fake.sh", R"(while [ ! -e )" + stop_file + R"( ]; do
+  seq 1000000 1999999 | sed 's/.*/<&> "GET \/ HTTP\/1.1" 200/'
+done
 echo done > )" + fifo + R"(
 exec sleep 1000
 )");
@@ -312,6 +317,9 @@ exec sleep 1000
       r.wait_for("printer[0]: its output names pid 1000000 as serving a request, which "
                  "is not one of its processes",
                  scaled(10s)));
+  EXPECT_TRUE(r.wait_for("leak[0] recycle: anon", scaled(30s)))
+      << "the neighbour was not recycled during the flood";
+  sb.write("stop", "");
   ASSERT_TRUE(r.wait_readable(done.get(), scaled(120s))) << "the worker's flood never ended";
   uint64_t after = rss_kib(r.pid());
   EXPECT_LT(after, before + 16 * 1024)
