@@ -184,7 +184,14 @@ TEST(Cgroups, ASecondRecyclerOnTheSameRootIsRefusedAndTheFirstCarriesOn) {
   Recycler first({"run", "-c", cfg}, sb);
   auto started = first.wait_for("app[0] started: pid");
   ASSERT_TRUE(started);
-  Recycler second({"run", "-c", cfg}, sb);
+  // Its own control socket, or that is what refuses it first ("another
+  // recycler is running this config").
+  std::string cfg2 =
+      sb.write("r2.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+)",
+                                      "control: {socket: " + sb.tmp() + "/second.sock}\n"));
+  Recycler second({"run", "-c", cfg2}, sb);
   EXPECT_EQ(second.exit_code(), 1);
   EXPECT_THAT(second.output(), HasSubstr("another recycler is already supervising workers under"));
   EXPECT_TRUE(process_exists(started_pid(*started)));

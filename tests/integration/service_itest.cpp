@@ -124,14 +124,21 @@ TEST(Service, InstancesOfOneConfigGetACgroupRootEach) {
   if (sb.v2())
     GTEST_SKIP() << "on v2 each instance's root is under its own delegated cgroup; this sandbox "
                     "gives the test one delegated cgroup";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+  // One file each, the same but for its control socket (recycler@NAME
+  // instances run NAME.yaml: their default sockets differ by name).
+  auto config = [&](const std::string& name) {
+    return sb.write(name + ".yaml",
+                    config_yaml(sb, R"(  app:
     command: ["sleep", "1000"]
-)"));
+)",
+                                "control: {socket: " + sb.tmp() + "/" + name + ".sock}\n"));
+  };
+  std::string cfg = config("a");
   std::string root_a = sb.cgroup_root() + "/a", root_b = sb.cgroup_root() + "/b";
   Recycler a({"run", "-c", cfg, "--cgroup-root", root_a}, in_sandbox(sb));
   Recycler::Options ob = in_sandbox(sb);
   ob.env = {"RECYCLER_CGROUP_ROOT=" + root_b};  // as recycler@.service sets it
-  Recycler b({"run", "-c", cfg}, std::move(ob));
+  Recycler b({"run", "-c", config("b")}, std::move(ob));
   std::smatch m;
   ASSERT_TRUE(a.wait_for(std::regex(R"(app\[0\] started: pid (\d+))"), &m));
   pid_t pid_a = std::stoi(m[1]);
@@ -144,9 +151,9 @@ TEST(Service, InstancesOfOneConfigGetACgroupRootEach) {
   EXPECT_THAT(read_text("/proc/" + std::to_string(pid_b) + "/environ"),
               ::testing::Not(HasSubstr("RECYCLER_CGROUP_ROOT")));
   // A third on the file's own root runs; a fourth on a's root is refused.
-  Recycler c({"run", "-c", cfg}, in_sandbox(sb));
+  Recycler c({"run", "-c", config("c")}, in_sandbox(sb));
   ASSERT_TRUE(c.wait_for("app[0] started"));
-  Recycler d({"run", "-c", cfg, "--cgroup-root", root_a}, in_sandbox(sb));
+  Recycler d({"run", "-c", config("d"), "--cgroup-root", root_a}, in_sandbox(sb));
   EXPECT_EQ(d.exit_code(), 1);
   for (Recycler* r : {&a, &b, &c}) {
     r->signal(SIGTERM);
