@@ -405,8 +405,12 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
   EXPECT_THAT(refused, ::testing::Not(HasSubstr("workers")));
   ASSERT_EQ(::chmod(socket_.c_str(), 0600), 0);
 
-  // Meanwhile others are answered and the worker is still sampled and recycled.
-  EXPECT_EQ(cli({"status", "--socket", socket_}).code, 0);
+  // Meanwhile others are answered (0, or 3 when this call lands while the
+  // leaking neighbour is between two runs) and the worker is still sampled
+  // and recycled.
+  Cli answered = cli({"status", "--socket", socket_});
+  EXPECT_TRUE(answered.code == 0 || answered.code == 3) << answered.code << ": " << answered.err;
+  EXPECT_THAT(answered.out, HasSubstr("leak[0]"));
   EXPECT_TRUE(r.wait_for_count("leak[0] recycle: anon", 2, scaled(20s)));
   // The stalled request is dropped once its time is up; so is the deaf client.
   EXPECT_TRUE(closed_within(stalled.get(), scaled(15s)));
@@ -464,7 +468,10 @@ TEST_F(Control, TheDefaultSocketIsFoundFromTheConfigAndASecondRecyclerIsRefused)
   ASSERT_TRUE(r.wait_for_count("started: pid", 2));
   EXPECT_EQ(cli({"status", "-c", cfg}).code, 0);
 
-  Recycler second({"run", "-c", cfg}, *sb_);
+  // Refused before it would touch a cgroup, so it starts outside the
+  // sandbox's (on v2 the first recycler's delegated cgroup has children now,
+  // and no process may join it).
+  Recycler second({"run", "-c", cfg}, Recycler::Options{});
   EXPECT_EQ(second.exit_code(scaled(10s)), 1);
   EXPECT_THAT(second.output(), HasSubstr("another recycler is running this config"));
   EXPECT_EQ(cli({"status", "-c", cfg}).code, 0) << "the first one is untouched";
