@@ -291,8 +291,7 @@ void RecycleController::announce(unsigned slot, size_t policy, const Decision& d
   std::string what = decision.action == Decision::Action::Signal ? " pid " + std::to_string(target)
                                                                  : std::string();
   event(LogLevel::Info, "recycle",
-        fmt::format("{} recycle{}: {} ({} policy{})", name(slot), what, decision.reason, p,
-                    served),
+        fmt::format("{} recycle{}: {} ({} policy{})", name(slot), what, decision.reason, p, served),
         std::move(fields));
   if (acted_) acted_(slot, policy, decision);
 }
