@@ -20,9 +20,11 @@ struct ProgramMonitor::Slot {
   std::optional<unsigned> generation;  // of the run being sampled
   std::unique_ptr<Timer> tick;
   std::unique_ptr<Timer> checkpoint_timeout;
-  // The cgroup outlives runs, and so does its kernel watch.
+  // The cgroup outlives runs, and so does its kernel watch (a surge moves
+  // the slot to its other cgroup: then the watch is made afresh).
   std::unique_ptr<probe::MemoryWatch> watch;
   bool watch_tried = false;
+  const cgroup::WorkerCgroup* watched = nullptr;
   unsigned follow_ups = 0;  // close samples left after a kernel event
   TimePoint last_sample{};
   TimePoint last_tick{};  // the sampling tick's, while armed (the watchdog's view)
@@ -108,8 +110,13 @@ void ProgramMonitor::begin_run(Slot& slot) {
       log::warn("{}: timeline: {}", w.name(), s.error().message);
   }
 
+  if (slot.watched != &w.cgroup()) {
+    slot.watch.reset();
+    slot.watch_tried = false;
+  }
   if (!slot.watch_tried) {
     slot.watch_tried = true;
+    slot.watched = &w.cgroup();
     policies::WorkerContext context;
     context.started = w.started_at();
     context.memory_max = program_->limits.memory_max;

@@ -28,6 +28,7 @@ enum class Step : int {
   DeathSignal,
   Rlimit,
   Stdio,
+  ListenFds,
   Chdir,
   Groups,
   Gid,
@@ -46,6 +47,8 @@ const char* describe(Step s) {
       return "cannot set an rlimit";
     case Step::Stdio:
       return "cannot set up stdin/stdout/stderr";
+    case Step::ListenFds:
+      return "cannot pass its listening sockets";
     case Step::Chdir:
       return "cannot change to its working directory";
     case Step::Groups:
@@ -78,9 +81,43 @@ struct ChildPlan {
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;
-  int report_fd = -1;
+  std::vector<int> listen_fds;
+  // Written in the child (its copy of the plan): where the report pipe and
+  // the sockets are moved out of the way of fds 3.., and the digits of
+  // LISTEN_PID (envp points at it).
+  mutable std::vector<int> listen_moved;
+  mutable char listen_pid[32] = "LISTEN_PID=";
+  mutable int report_fd = -1;
   pid_t parent = 0;
 };
+
+constexpr int kFirstListenFd = 3;  // SD_LISTEN_FDS_START
+
+// The sockets onto fds 3..; async-signal-safe. Every fd that must survive
+// (the report pipe, the sockets) is first moved above the range, since any
+// of them may sit inside it; dup2 then clears close-on-exec on the targets.
+bool place_listen_fds(const ChildPlan& plan) {
+  size_t n = plan.listen_fds.size();
+  if (n == 0) return true;
+  int above = kFirstListenFd + static_cast<int>(n);
+  int report = ::fcntl(plan.report_fd, F_DUPFD_CLOEXEC, above);
+  if (report < 0) return false;
+  plan.report_fd = report;
+  for (size_t i = 0; i < n; ++i)
+    if ((plan.listen_moved[i] = ::fcntl(plan.listen_fds[i], F_DUPFD_CLOEXEC, above)) < 0)
+      return false;
+  for (size_t i = 0; i < n; ++i)
+    if (::dup2(plan.listen_moved[i], kFirstListenFd + static_cast<int>(i)) < 0) return false;
+  // LISTEN_PID=<pid>: digits written in place, no allocation.
+  char digits[16];
+  int len = 0;
+  for (pid_t pid = ::getpid(); pid > 0 && len < 15; pid /= 10)
+    digits[len++] = static_cast<char>('0' + pid % 10);
+  char* out = plan.listen_pid + sizeof("LISTEN_PID=") - 1;
+  while (len > 0) *out++ = digits[--len];
+  *out = '\0';
+  return true;
+}
 
 [[noreturn]] void fail(const ChildPlan& plan, Step step) {
   Report r{step, errno};
@@ -108,6 +145,7 @@ void child_setup(const ChildPlan& plan) {
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
       ::dup2(plan.stderr_fd, 2) < 0)
     fail(plan, Step::Stdio);
+  if (!place_listen_fds(plan)) fail(plan, Step::ListenFds);
   if (plan.set_groups && ::setgroups(plan.groups.size(), plan.groups.data()) != 0)
     fail(plan, Step::Groups);
   if (plan.gid && ::setgid(*plan.gid) != 0) fail(plan, Step::Gid);
@@ -189,7 +227,11 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
   std::vector<std::string> env = spec.env;  // keeps the strings alive for the plan
   for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
   plan.argv.push_back(nullptr);
-  for (std::string& kv : env) plan.envp.push_back(kv.data());
+  for (std::string& kv : env)
+    if (spec.listen_fds.empty() || kv.rfind("LISTEN_PID=", 0) != 0) plan.envp.push_back(kv.data());
+  plan.listen_fds = spec.listen_fds;
+  plan.listen_moved.assign(spec.listen_fds.size(), -1);
+  if (!spec.listen_fds.empty()) plan.envp.push_back(plan.listen_pid);
   plan.envp.push_back(nullptr);
   for (const UniqueFd& fd : spec.join_fds) plan.join_fds.push_back(fd.get());
   for (const config::Rlimit& r : spec.rlimits) {

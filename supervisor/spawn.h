@@ -1,7 +1,8 @@
 // Starting one worker process: fork and exec through Boost.Process, with an
 // exec-setup hook that runs in the child between the two and, before the
 // user's program runs a single instruction, puts the child into its cgroup,
-// its own session, PR_SET_PDEATHSIG, rlimits, stdio, cwd and user/group.
+// its own session, PR_SET_PDEATHSIG, rlimits, stdio, the listening sockets
+// (fds 3.., LISTEN_PID), cwd and user/group.
 // Every failure on the way (the hook's or execve's) comes back to the parent
 // as an error with the reason; nothing is left behind (the child is reaped).
 #pragma once
@@ -29,6 +30,10 @@ struct LaunchSpec {
       join_fds;        // cgroup files the child writes "0" to (v1 tasks, v2 cgroup.procs)
   int stdout_fd = -1;  // write ends the child gets as fd 1 and 2
   int stderr_fd = -1;
+  // Sockets the child gets as fds 3, 4, ... (supervisor/listen.h); with any,
+  // its environment also gets LISTEN_PID=<the child's pid>, which only the
+  // child knows (env carries LISTEN_FDS and LISTEN_FDNAMES).
+  std::vector<int> listen_fds;
 };
 
 // Resolves `name` like execvp: as is when it contains '/', else along PATH

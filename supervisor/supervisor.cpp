@@ -279,6 +279,8 @@ void Supervisor::start_up_slice() {
 
 void Supervisor::start_up_done() {
   bool reload_now = start_up_->reload;
+  for (const std::string& name : inherited_.close_unused())
+    log::warn("socket activation: no program's listen: names socket {}; closed it", name);
   start_up_idle_.reset();
   start_up_.reset();
   status_sent_ = summary_line(status(false));
@@ -290,6 +292,22 @@ void Supervisor::start_up_done() {
 
 bool Supervisor::create_workers(Program& program) {
   const config::ProgramConfig& cfg = *program.config;
+  // Bound before any worker starts, as root; those a reload keeps stay open.
+  if (!cfg.listen.empty() || program.sockets) {
+    listen::Binder binder(inherited_);
+    auto bound = binder.bind(cfg.listen, program.sockets.get());
+    if (!bound) {
+      log::error("{}: {}", cfg.name, bound.error().message);
+      return false;
+    }
+    program.sockets = cfg.listen.empty() ? nullptr : std::move(bound.value());
+    for (size_t i = 0; program.sockets && i < program.sockets->sockets().size(); ++i) {
+      const listen::Socket& socket = *program.sockets->sockets()[i];
+      log::info("{}: listening on {} ({}fd {} in its workers, LISTEN_FDNAMES {})", cfg.name,
+                socket.spec.address(), socket.inherited ? "from systemd; " : "", 3 + i,
+                socket.spec.name);
+    }
+  }
   program.notify = open_notify_socket(cfg);
   std::string notify_address = program.notify ? program.notify->address() : "";
   for (unsigned slot = 0; slot < cfg.instances; ++slot) {
@@ -302,8 +320,13 @@ bool Supervisor::create_workers(Program& program) {
       if (runtime_) runtime_->remove(cfg.name);
       return false;
     }
+    CgroupFactory make_cgroup = [this, name = cfg.name, slot,
+                                 limits = cfg.limits](unsigned variant) {
+      return cgroups_->create(name, slot, limits, variant);
+    };
     program.workers.push_back(std::make_unique<Worker>(context_, program.config, slot,
-                                                       std::move(cg.value()), notify_address));
+                                                       std::move(cg.value()), notify_address,
+                                                       program.sockets, std::move(make_cgroup)));
   }
   program.monitor =
       std::make_unique<ProgramMonitor>(monitor_context_, program.config, program.workers);
@@ -452,6 +475,7 @@ void Supervisor::on_notify(const std::string& program, const notify::NotifySocke
                 d.pid, notify_malformed_, message.problems.front());
   }
   if (foreign) return;
+  if (message.ready) worker->notified_ready(d.pid);
   if (ProgramMonitor* m = monitor_of(*worker)) m->on_notify(*worker, d.pid, message);
 }
 

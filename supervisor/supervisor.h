@@ -28,6 +28,7 @@
 #include "supervisor/config/config.h"
 #include "supervisor/control/server.h"
 #include "supervisor/escapes.h"
+#include "supervisor/listen.h"
 #include "supervisor/metrics/server.h"
 #include "supervisor/monitor.h"
 #include "supervisor/notify/socket.h"
@@ -71,6 +72,9 @@ class Supervisor {
     std::shared_ptr<const config::ProgramConfig> config;
     // Its workers' NOTIFY_SOCKET: only they (and root) can reach it.
     std::unique_ptr<notify::NotifySocket> notify;
+    // Its listen: sockets, bound when its workers are first created and kept
+    // (those with the same endpoint) when a reload replaces them.
+    std::shared_ptr<const listen::Set> sockets;
     std::vector<std::unique_ptr<Worker>> workers;
     // Declared after the workers, so destroyed before them: it watches them.
     std::unique_ptr<ProgramMonitor> monitor;
@@ -148,6 +152,9 @@ class Supervisor {
   std::mt19937_64 rng_;
   std::vector<std::string> base_env_;
   probe::ProcServiceProbe service_;
+  // Sockets systemd passed to recycler (socket activation), until a
+  // program's listen: takes them.
+  listen::Inherited inherited_ = listen::Inherited::from_environment();
   WorkerContext context_;
   probe::ProcessReader procs_;
   std::unique_ptr<gpu::Sampler> gpu_;

@@ -27,6 +27,7 @@
 #include "policies/restart_backoff.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
+#include "supervisor/listen.h"
 #include "supervisor/probe/service.h"
 #include "supervisor/process.h"
 #include "supervisor/timers.h"
@@ -45,8 +46,20 @@ const char* to_string(WorkerState state);
 //             stop-sigterm (the stop signal: then stopped for good)
 //             stop-sigkill (stop.timeout passed, or kill(): SIGKILL to the cgroup)
 //
-// A stop asked during a recycle turns recycling into stop-sigterm.
-enum class StopPhase { None, Checkpointing, Recycling, StopSigterm, StopSigkill };
+//   running:  surging (recycle.mode: surge): the next generation starts
+//             beside the main process, in the slot's other cgroup, with the
+//             same listening sockets; once it is ready (READY=1 from it, or
+//             recycle.ready_after) it becomes the slot's main process, a new
+//             run (state running again), and the old generation is stopped
+//             gracefully beside it ("retiring", not a state: the slot serves).
+//             A next generation that exits or is not ready within
+//             recycle.ready_timeout is stopped and the old one serves on; the
+//             surge is tried again after the restart backoff, and after
+//             restart.crash_loop failures the slot is recycled by restart.
+//
+// A stop asked during a recycle turns recycling into stop-sigterm; one asked
+// during a surge stops the next generation at once.
+enum class StopPhase { None, Checkpointing, Recycling, StopSigterm, StopSigkill, Surging };
 const char* to_string(StopPhase phase);
 
 // What came of Worker::signal_process.
@@ -91,19 +104,30 @@ struct RecycleCause {
 // the thread-count variables (unless env sets them), then RECYCLER_* (with
 // RECYCLER_RECYCLE_REASON and RECYCLER_RESUME only after a recycle: never
 // inherited from recycler's own environment).
+// With `sockets` (listen:), LISTEN_FDS and LISTEN_FDNAMES (spawn adds
+// LISTEN_PID in the child); never inherited from recycler's environment.
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
                                             unsigned generation,
                                             const std::string& notify_socket = "",
-                                            const std::optional<RecycleCause>& cause = {});
+                                            const std::optional<RecycleCause>& cause = {},
+                                            const listen::Set* sockets = nullptr);
+
+// Makes the slot's cgroup number `variant` (0 or 1): a surge runs the next
+// generation in the variant the current one does not use.
+using CgroupFactory =
+    std::function<Result<std::unique_ptr<cgroup::WorkerCgroup>>(unsigned variant)>;
 
 class Worker {
  public:
   // `notify_socket`: NOTIFY_SOCKET for its runs, its program's notify socket
   // ("" = none).
+  // `sockets`: the program's listen: sockets (null: none). `make_cgroup`:
+  // what a surge needs (null: recycle.mode surge recycles by restart).
   Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
          unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
-         std::string notify_socket = "");
+         std::string notify_socket = "", std::shared_ptr<const listen::Set> sockets = nullptr,
+         CgroupFactory make_cgroup = nullptr);
   ~Worker();  // removes the slot's cgroup; only destroy a stopped or failed worker
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -120,8 +144,17 @@ class Worker {
   // stop.timeout, then a fresh start after `delay` (zero: at once). Not a
   // crash: no backoff, no crash-loop count. False when it is not running.
   // `cause` goes into the replacement's environment.
+  // With recycle.mode surge, the next generation starts beside it instead
+  // (StopPhase::Surging) after `delay`.
   bool recycle(Duration delay, RecycleCause cause = {});
   bool recycling() const { return recycle_delay_.has_value(); }
+  // READY=1 from `pid` on the program's notify socket: the end of a surge's
+  // wait when `pid` belongs to the next generation.
+  void notified_ready(pid_t pid);
+  // The next generation's main process during a surge; the generation being
+  // stopped beside the slot's main process after one.
+  std::optional<pid_t> surge_pid() const;
+  std::optional<pid_t> retiring_pid() const;
   // While a worker checkpoints on request, its own clean exit (status 0) is
   // the end of that recycle, not the end of the program: the replacement
   // starts at once, with `cause`. Cleared by the next start.
@@ -171,6 +204,30 @@ class Worker {
   static constexpr Duration kLeavePoll{2};
 
  private:
+  // A generation of the slot beside the main one: the next one of a surge,
+  // or the one a surge replaced while it stops.
+  struct Side {
+    std::unique_ptr<Process> process;
+    std::unique_ptr<cgroup::WorkerCgroup> cgroup;
+    unsigned variant = 0;
+    unsigned generation = 0;
+    TimePoint started{};
+    std::optional<uint64_t> oom_kills_at_start;
+    std::unique_ptr<Timer> timer;  // ready/timeout, stop escalation, then the drain poll
+    bool stopping = false;         // the stop signal went out
+  };
+  LaunchSpec launch_spec(unsigned generation, const std::optional<RecycleCause>& cause,
+                         cgroup::WorkerCgroup& cgroup);
+  Launcher::ExitCallback exit_callback(unsigned generation);
+  void exited(unsigned generation, ExitStatus status);
+  void begin_surge();
+  void surge_ready(const std::string& how);
+  void surge_failed(const std::string& why);
+  void stop_side(Side& side, int signal);
+  void side_exited(std::unique_ptr<Side>& side, const char* which, ExitStatus status);
+  void drain_side(std::unique_ptr<Side>* side, TimePoint deadline);
+  void kill_sides(bool all);
+  bool sides_busy() const { return next_ || retiring_; }
   void set_state(WorkerState s);
   void spawn();
   OutputTag output_tag();
@@ -195,6 +252,16 @@ class Worker {
   std::string name_;
   std::unique_ptr<cgroup::WorkerCgroup> cgroup_;
   std::string notify_socket_;
+  std::shared_ptr<const listen::Set> sockets_;
+  CgroupFactory make_cgroup_;
+  unsigned variant_ = 0;  // of cgroup_
+  std::unique_ptr<Side> next_;
+  std::unique_ptr<Side> retiring_;
+  std::optional<RecycleCause> surge_cause_;  // while a surge is asked or under way
+  std::unique_ptr<Timer> surge_timer_;       // the delay before a surge (or its retry)
+  bool finish_when_sides_gone_ = false;      // a stop waits for both sides
+  policies::RestartBackoff surge_backoff_;
+  policies::CrashLoopDetector surge_failures_;
   policies::RestartBackoff backoff_;
   policies::CrashLoopDetector crash_loop_;
 

@@ -1,5 +1,5 @@
 // Worker cgroups, v1 and v2. The mode is detected once; worker cgroups live at
-// <root>/<program>/<slot>, created through libcgroup with the program's
+// <root>/<program>/<slot> (and <slot>.b, during and after a surge), created through libcgroup with the program's
 // limits; a child joins its cgroup between fork and exec by writing "0" to the
 // join fds. Without permission to create cgroups, a fallback tracks each worker
 // by its session (the child calls setsid) and enforces nothing.
@@ -109,8 +109,11 @@ class Manager {
   virtual ~Manager() = default;
   virtual const Layout& layout() const = 0;
   virtual bool enforcing() const = 0;
+  // <root>/<program>/<slot>, or with variant 1 <slot>.b: a surge runs a
+  // slot's next generation in the variant its current one does not use.
   virtual Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
-                                                       const config::Limits& limits) = 0;
+                                                       const config::Limits& limits,
+                                                       unsigned variant = 0) = 0;
   // Removes <root>/<program> once its slots are gone (best effort).
   virtual void remove_program(const std::string& program) = 0;
   // Removes the root itself at shutdown (best effort) and releases the lock.

@@ -162,6 +162,7 @@ std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& lay
   size_t slash = path.find('/');
   if (slash == 0 || slash == std::string_view::npos) return std::nullopt;
   std::string_view slot = path.substr(slash + 1, path.find('/', slash + 1) - slash - 1);
+  if (slot.ends_with(".b")) slot.remove_suffix(2);  // a surge's other cgroup
   unsigned n = 0;
   if (slot.empty() || slot.size() > 9) return std::nullopt;
   for (char c : slot) {

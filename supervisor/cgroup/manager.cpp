@@ -236,8 +236,10 @@ class CgroupManager final : public Manager {
   bool enforcing() const override { return true; }
 
   Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
-                                               const config::Limits& limits) override {
-    std::string rel = layout_.root + "/" + program + "/" + std::to_string(slot);
+                                               const config::Limits& limits,
+                                               unsigned variant) override {
+    std::string leaf = std::to_string(slot) + (variant ? ".b" : "");
+    std::string rel = layout_.root + "/" + program + "/" + leaf;
     ::cgroup* cg = cgroup_new_cgroup(rel.c_str());
     if (!cg) return Error{"libcgroup: cannot allocate cgroup " + rel};
     const Files& files = layout_.files();
@@ -255,9 +257,9 @@ class CgroupManager final : public Manager {
     if (ret != 0) {
       std::string why = cgroup_strerror(ret);
       if (ret == ECGOTHER && err) why = std::strerror(err);
-      return Error{"creating cgroup " + layout_.display_root() + "/" + program + "/" +
-                       std::to_string(slot) + ": " + why,
-                   err};
+      return Error{
+          "creating cgroup " + layout_.display_root() + "/" + program + "/" + leaf + ": " + why,
+          err};
     }
     return std::unique_ptr<WorkerCgroup>(std::make_unique<CgroupWorker>(layout_, rel));
   }
@@ -457,7 +459,7 @@ class FallbackManager final : public Manager {
   const Layout& layout() const override { return layout_; }
   bool enforcing() const override { return false; }
   Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
-                                               const config::Limits&) override {
+                                               const config::Limits&, unsigned) override {
     return std::unique_ptr<WorkerCgroup>(
         std::make_unique<FallbackWorker>(proc_, WorkerId{program, slot}, sessions_));
   }

@@ -13,6 +13,10 @@ std::string ListenAddress::str() const {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+std::string ListenSocket::address() const {
+  return tcp ? tcp->str() : "unix:" + path;
+}
+
 std::optional<ListenAddress> parse_listen_address(std::string_view text, std::string* why) {
   ListenAddress out;
   size_t colon = text.rfind(':');

@@ -32,6 +32,12 @@ using namespace std::chrono_literals;
 // One table per enum (policies/base/enums.h): to_string() below, the
 // parser and the command line all read it.
 enum class RestartMode { Always, OnFailure, Never };
+// recycle.mode: how a whole worker is recycled. restart: stop it, then start
+// the next generation; surge: start the next generation beside it, stop it
+// once the new one is ready.
+enum class RecycleMode { Restart, Surge };
+inline constexpr EnumName<RecycleMode> kRecycleModes[] = {{RecycleMode::Restart, "restart"},
+                                                          {RecycleMode::Surge, "surge"}};
 inline constexpr EnumName<RestartMode> kRestartModes[] = {{RestartMode::Always, "always"},
                                                           {RestartMode::OnFailure, "on-failure"},
                                                           {RestartMode::Never, "never"}};
@@ -153,6 +159,58 @@ struct AllocatorConfig {
   bool operator==(const AllocatorConfig&) const = default;
 };
 
+// Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
+// [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
+struct ListenAddress {
+  std::string host;  // without brackets
+  uint16_t port = 0;
+  bool v6 = false;
+  // HOST:PORT, [V6]:PORT for IPv6.
+  std::string str() const;
+  bool operator==(const ListenAddress&) const = default;
+};
+
+// "HOST:PORT" or "[V6]:PORT" -> ListenAddress; nullopt and `why` otherwise.
+// Numeric addresses only: a host name would need a resolver at start-up.
+std::optional<ListenAddress> parse_listen_address(std::string_view text, std::string* why);
+
+// One entry of a program's `listen:`: a socket recycler binds once (as root,
+// before any worker runs) and passes to every start of the program's workers
+// the systemd way (supervisor/listen.h): fds 3.., LISTEN_FDS, LISTEN_PID,
+// LISTEN_FDNAMES. TCP (HOST:PORT, [V6]:PORT) or a unix socket (unix:/path,
+// created with `mode`, owned by `owner`/`group`).
+struct ListenSocket {
+  std::string name;                  // its LISTEN_FDNAMES entry; default: the program's name
+  std::optional<ListenAddress> tcp;  // set for TCP
+  std::string path;                  // a unix socket's path (absolute) otherwise
+  mode_t mode = 0660;                // unix only
+  std::optional<std::string> owner;  // unix only; default: root (recycler)
+  std::optional<std::string> group;  // unix only; default: the program's group
+  std::optional<uid_t> uid;          // resolved from owner
+  std::optional<gid_t> gid;          // resolved from group (or the program's)
+  unsigned backlog = 0;              // 0: the kernel's net.core.somaxconn
+  // "127.0.0.1:8000", "[::1]:8000", "unix:/run/app.sock"
+  std::string address() const;
+  // The same endpoint (what a bound socket can be kept for across a reload).
+  bool same_endpoint(const ListenSocket& o) const { return tcp == o.tcp && path == o.path; }
+  bool operator==(const ListenSocket&) const = default;
+};
+
+// `recycle:`: how a whole-worker recycle replaces the worker.
+struct RecycleConfig {
+  RecycleMode mode = RecycleMode::Restart;
+  // surge: how long the next generation may take to send READY=1 ...
+  Duration ready_timeout = std::chrono::seconds(60);
+  // ... or, for a program that never sends it, how long it must have run.
+  std::optional<Duration> ready_after;
+  // Whose READY=1 counts: the main process's (systemd's rule), or a child's
+  // (a pre-fork server whose master says READY=1 before it forks a worker:
+  // gunicorn's arbiter does; its post_worker_init hook can send one per
+  // worker once the app is loaded).
+  bool ready_from_child = false;
+  bool operator==(const RecycleConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -179,6 +237,8 @@ struct ProgramConfig {
   std::optional<RequestsConfig> requests;
   CheckpointConfig checkpoint;
   std::optional<TimelineConfig> timeline;
+  std::vector<ListenSocket> listen;
+  RecycleConfig recycle;
 
   bool operator==(const ProgramConfig&) const = default;
 };
@@ -210,21 +270,6 @@ struct ControlConfig {
   std::optional<gid_t> gid;  // resolved from group
   bool operator==(const ControlConfig&) const = default;
 };
-
-// Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
-// [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
-struct ListenAddress {
-  std::string host;  // without brackets
-  uint16_t port = 0;
-  bool v6 = false;
-  // HOST:PORT, [V6]:PORT for IPv6.
-  std::string str() const;
-  bool operator==(const ListenAddress&) const = default;
-};
-
-// "HOST:PORT" or "[V6]:PORT" -> ListenAddress; nullopt and `why` otherwise.
-// Numeric addresses only: a host name would need a resolver at start-up.
-std::optional<ListenAddress> parse_listen_address(std::string_view text, std::string* why);
 
 // `metrics: {listen: 127.0.0.1:9464}`: the Prometheus endpoint
 // (supervisor/metrics/); off without the section.
@@ -258,6 +303,9 @@ inline constexpr const char* kThreadEnvVars[] = {"OMP_NUM_THREADS", "MKL_NUM_THR
 
 constexpr const char* to_string(RestartMode mode) {
   return enum_name(kRestartModes, mode);
+}
+constexpr const char* to_string(RecycleMode mode) {
+  return enum_name(kRecycleModes, mode);
 }
 constexpr const char* to_string(LogFormat format) {
   return enum_name(kLogFormats, format);

@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "supervisor/gpu/nvml.h"
@@ -67,6 +70,38 @@ class RealHost final : public HostLookup {
     Status loaded = gpu::Nvml::probe(library);
     if (loaded) return std::nullopt;
     return loaded.error().message;
+  }
+
+  std::optional<uint64_t> memory_available() const override {
+    std::optional<uint64_t> total;
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemTotal:") {
+        total = kib * 1024;
+        break;
+      }
+      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    // The cgroup recycler runs in (a systemd unit's MemoryMax=, a container's
+    // limit): v2 "0::/path", v1 the memory controller's line.
+    std::ifstream self("/proc/self/cgroup");
+    for (std::string line; std::getline(self, line);) {
+      size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+      if (b == std::string::npos) continue;
+      std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      std::string file;
+      if (line.rfind("0::", 0) == 0)
+        file = "/sys/fs/cgroup" + path + "/memory.max";
+      else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+        file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+      if (file.empty()) continue;
+      std::ifstream limit(file);
+      uint64_t bytes = 0;
+      if (limit >> bytes && (!total || bytes < *total)) total = bytes;  // "max" fails to parse
+    }
+    return total;
   }
 };
 

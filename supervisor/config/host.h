@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -35,9 +36,13 @@ class HostLookup {
   // Why the NVML library `library` (a soname or a path) cannot be used, or
   // nullopt when it loads and has every function recycler needs (gpu/nvml.h).
   virtual std::optional<std::string> nvml_error(const std::string& library) const = 0;
+  // The memory recycler's workers can have at most: the host's MemTotal, or
+  // recycler's own cgroup's limit when that is lower; nullopt when unknown
+  // (a fake host, unless a test sets it).
+  virtual std::optional<uint64_t> memory_available() const { return std::nullopt; }
 
   // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat,
-  // access, dlopen.
+  // access, dlopen, /proc/meminfo and /proc/self/cgroup.
   static const HostLookup& real();
 };
 

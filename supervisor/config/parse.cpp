@@ -130,7 +130,11 @@ constexpr std::string_view kProgramKeys[] = {"command",
                                              "max_concurrent_recycles",
                                              "min_uptime",
                                              "checkpoint",
-                                             "timeline"};
+                                             "timeline",
+                                             "listen",
+                                             "recycle"};
+constexpr std::string_view kListenKeys[] = {"name", "address", "backlog", "mode", "owner", "group"};
+constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "ready_after", "ready_from"};
 constexpr std::string_view kAllocatorKeys[] = {"arena_max", "trim_threshold", "mmap_threshold",
                                                "top_pad",   "preload",        "jemalloc_conf"};
 constexpr std::string_view kRequestsKeys[] = {"pattern"};
@@ -151,6 +155,9 @@ constexpr unsigned kMaxCrashLoop = 1'000'000;
 constexpr Duration kMinSampleInterval = 10ms;
 constexpr uint64_t kMinTimelineSize = 64 << 10;  // a header and some rows
 constexpr unsigned kMaxTimelineKeep = 1000;
+constexpr size_t kMaxListen = 64;           // sockets per program
+constexpr unsigned kMaxBacklog = 1u << 20;  // listen() caps it at somaxconn anyway
+constexpr size_t kMaxSocketPath = 107;      // sizeof(sockaddr_un::sun_path) - 1
 
 void parse_log(const Field& f, LogConfig& log, Report& r) {
   auto map = read_map(f, r, kLogKeys);
@@ -839,6 +846,165 @@ void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Repo
   p.timeline = std::move(timeline);
 }
 
+// listen: ["127.0.0.1:8000", "unix:/run/app.sock",
+//          {name: http, address: "[::1]:8000", backlog: 1024},
+//          {address: "unix:app.sock", mode: 0660, owner: app, group: www-data}]
+// A relative unix path is relative to the config file, like cwd.
+void parse_listen_entry(const Field& f, const fs::path& base, const HostLookup& host,
+                        ProgramConfig& p, Report& r) {
+  ListenSocket socket;
+  socket.name = p.name;
+  const Field* address = &f;
+  std::optional<MapView> map;
+  if (f.value.IsMap()) {
+    map = read_map(f, r, kListenKeys);
+    if (!map) return;
+    address = map->get("address");
+    if (!address) return r.error(f.mark(), f.path + ".address is required");
+  }
+  auto text = read_scalar(*address, "HOST:PORT, [IPV6]:PORT or unix:/path", r);
+  if (!text) return;
+  bool is_unix = text->rfind("unix:", 0) == 0;
+  if (is_unix) {
+    std::string path = text->substr(5);
+    if (path.empty() || path.find('\0') != std::string::npos)
+      return r.error(address->mark(), address->path + ": expected unix:/path, got " + quote(*text));
+    socket.path = fs::path(path).is_absolute() ? fs::path(path).lexically_normal().string()
+                                               : (base / path).lexically_normal().string();
+    if (socket.path.size() > kMaxSocketPath)
+      return r.error(address->mark(), address->path + ": " + quote(socket.path) + " is " +
+                                          std::to_string(socket.path.size()) +
+                                          " bytes long; a unix socket's path has at most " +
+                                          std::to_string(kMaxSocketPath));
+  } else {
+    std::string why;
+    socket.tcp = parse_listen_address(*text, &why);
+    if (!socket.tcp)
+      return r.error(address->mark(), address->path + ": " + why + " (or unix:/path)");
+    if (socket.tcp->port == 0)
+      return r.error(address->mark(),
+                     address->path + ": port 0 would give every start another port; name one");
+  }
+  if (map) {
+    if (auto* v = map->get("name")) {
+      auto name = read_scalar(*v, "a name", r);
+      // LISTEN_FDNAMES is colon-separated; systemd allows at most 255 characters.
+      if (name && (name->empty() || name->size() > 255 ||
+                   name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                           "0123456789_.-") != std::string::npos))
+        r.error(v->mark(), v->path + ": " + quote(*name) +
+                               " is not a valid name: use 1 to 255 letters, digits, _ . or -");
+      else if (name)
+        socket.name = *name;
+    }
+    if (auto* v = map->get("backlog")) set(socket.backlog, read_integer(*v, 1, kMaxBacklog, r));
+    for (const char* key : {"mode", "owner", "group"})
+      if (const Field* v = map->get(key); v && !is_unix)
+        r.error(v->mark(), v->path + ": only a unix socket has a " + key);
+    if (auto* v = map->get("mode"); v && is_unix) {
+      auto mode = read_scalar(*v, "an octal mode such as 0660", r);
+      bool octal = mode && !mode->empty() && mode->size() <= 4 &&
+                   mode->find_first_not_of("01234567") == std::string::npos;
+      if (mode && !octal)
+        r.error(v->mark(), v->path + ": expected an octal mode such as 0660, got " + quote(*mode));
+      else if (mode)
+        socket.mode = static_cast<mode_t>(std::stoul(*mode, nullptr, 8));
+    }
+    if (auto* v = map->get("owner"); v && is_unix) {
+      auto name = read_scalar(*v, "a user name", r);
+      auto ids = name ? host.user(*name) : std::nullopt;
+      if (name && !ids) r.error(v->mark(), v->path + ": unknown user " + quote(*name));
+      if (ids) {
+        socket.owner = *name;
+        socket.uid = ids->uid;
+      }
+    }
+    if (auto* v = map->get("group"); v && is_unix) {
+      auto name = read_scalar(*v, "a group name", r);
+      auto gid = name ? host.group(*name) : std::nullopt;
+      if (name && !gid) r.error(v->mark(), v->path + ": unknown group " + quote(*name));
+      if (gid) {
+        socket.group = *name;
+        socket.gid = *gid;
+      }
+    }
+  }
+  if (is_unix && !socket.gid) socket.gid = p.gid;  // the program's group may connect
+  for (const ListenSocket& other : p.listen) {
+    if (other.same_endpoint(socket))
+      return r.error(address->mark(), address->path + ": " + socket.address() + " is listed twice");
+  }
+  p.listen.push_back(std::move(socket));
+}
+
+void parse_listen(const Field& f, const fs::path& base, const HostLookup& host, ProgramConfig& p,
+                  Report& r) {
+  if (f.null()) return;
+  if (f.value.IsScalar() || f.value.IsMap()) return parse_listen_entry(f, base, host, p, r);
+  if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a list of addresses");
+  if (f.value.size() > kMaxListen)
+    return r.error(f.mark(), f.path + ": at most " + std::to_string(kMaxListen) + " sockets");
+  for (size_t i = 0; i < f.value.size(); ++i)
+    parse_listen_entry(f.item(i, f.value[i]), base, host, p, r);
+}
+
+// recycle: {mode: surge, ready_timeout: 60s, ready_from: main|child}
+//       or {mode: surge, ready_after: 5s} for a program that never sends READY=1
+void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r) {
+  auto map = read_map(f, r, kRecycleKeys);
+  if (!map) return;
+  if (auto* v = map->get("mode")) set(recycle.mode, read_choice(*v, kRecycleModes, r));
+  for (const char* key : {"ready_timeout", "ready_after"}) {
+    const Field* v = map->get(key);
+    if (!v) continue;
+    auto d = read_duration(*v, r);
+    if (d && *d == Duration::zero())
+      r.error(v->mark(), v->path + " must be greater than 0");
+    else if (d && std::string_view(key) == "ready_timeout")
+      recycle.ready_timeout = *d;
+    else if (d)
+      recycle.ready_after = *d;
+  }
+  if (auto* v = map->get("ready_from")) {
+    auto from = read_scalar(*v, "main or child", r);
+    if (from && *from != "main" && *from != "child")
+      r.error(v->mark(), v->path + ": expected main or child, got " + quote(*from));
+    else if (from)
+      recycle.ready_from_child = *from == "child";
+  }
+  if (map->get("ready_after") && map->get("ready_from"))
+    r.warning(map->get("ready_from")->mark(),
+              f.path + ".ready_from does nothing with ready_after: readiness is a delay then");
+  if (recycle.mode != RecycleMode::Surge)
+    for (const char* key : {"ready_timeout", "ready_after", "ready_from"})
+      if (const Field* v = map->get(key))
+        r.warning(v->mark(), v->path + " applies to mode: surge only");
+}
+
+// A surge runs two generations of a slot at once: both must fit.
+void check_surge(const ProgramConfig& p, const MapView& map, const HostLookup& host, Report& r) {
+  if (p.recycle.mode != RecycleMode::Surge) return;
+  const Field* recycle = map.get("recycle");
+  if (!recycle) return;
+  if (p.listen.empty())
+    r.warning(recycle->mark(),
+              recycle->path +
+                  ".mode: surge without listen: the next generation starts while the "
+                  "old one still holds its port, so it must bind with SO_REUSEPORT; "
+                  "with listen: both serve the same sockets");
+  if (!p.limits.memory_max) return;
+  auto available = host.memory_available();
+  uint64_t needed = *p.limits.memory_max * (p.instances + 1ull);
+  if (available && needed > *available)
+    r.warning(recycle->mark(),
+              recycle->path + ".mode: surge needs room for one more generation: memory_max " +
+                  format_size(*p.limits.memory_max) + " x (instances " +
+                  std::to_string(p.instances) + " + 1) = " + format_size(needed) + " exceeds the " +
+                  format_size(*available) +
+                  " this host (or recycler's cgroup) has; a surge may end in an OOM kill. "
+                  "Prefer mode: restart, or scope: process recycling of a pre-fork server");
+}
+
 // ---------------------------------------------------------------------------
 // Executable check: a warning only, since the program may be installed by the
 // time it starts, or PATH may differ on the machine the config is meant for.
@@ -919,6 +1085,9 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   if (auto* v = map->get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map->find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
   if (auto* v = map->find("timeline")) parse_timeline(*v, base, p, r);
+  if (auto* v = map->find("listen")) parse_listen(*v, base, host, p, r);
+  if (auto* v = map->find("recycle")) parse_recycle(*v, p.recycle, r);
+  check_surge(p, *map, host, r);
   if (auto* v = map->get("command"); v && !v->value.IsScalar()) check_executable(p, *v, host, r);
   return p;
 }
@@ -929,8 +1098,17 @@ void parse_programs(const Field* f, const YAML::Mark& root, Config& config, cons
   auto map = read_map(*f, r, std::nullopt);
   if (!map) return;
   if (map->entries().empty()) return r.error(f->mark(), "programs must not be empty");
-  for (const auto& [name, program] : map->entries())
+  for (const auto& [name, program] : map->entries()) {
     config.programs.push_back(parse_program(name, program, base, host, specs.emplace_back(), r));
+    // One socket, one program: the second bind would fail at start-up.
+    const ProgramConfig& added = config.programs.back();
+    for (const ListenSocket& socket : added.listen)
+      for (size_t i = 0; i + 1 < config.programs.size(); ++i)
+        for (const ListenSocket& other : config.programs[i].listen)
+          if (other.same_endpoint(socket))
+            r.error(program.key_mark, "programs." + name + ".listen: " + socket.address() +
+                                          " is already a socket of " + config.programs[i].name);
+  }
 }
 
 // Where each YAML document of a text starts and where its content does, for

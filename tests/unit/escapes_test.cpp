@@ -31,7 +31,7 @@ class FakeManager final : public cgroup::Manager {
   const cgroup::Layout& layout() const override { return layout_; }
   bool enforcing() const override { return true; }
   Result<std::unique_ptr<cgroup::WorkerCgroup>> create(const std::string&, unsigned,
-                                                       const config::Limits&) override {
+                                                       const config::Limits&, unsigned) override {
     return Error{"not here"};
   }
   void remove_program(const std::string&) override {}
