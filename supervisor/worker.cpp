@@ -600,7 +600,7 @@ void Worker::begin_surge() {
           : errno_error("cannot open the files that join its cgroup " + side->cgroup->path());
   next_ = std::move(side);
   if (!started) {
-    surge_failed(fmt::format("it failed to start: {}", started.error().message));
+    surge_failed(fmt::format("failed to start: {}", started.error().message));
     return;
   }
   next_->process = std::move(started.value());
@@ -627,7 +627,7 @@ void Worker::begin_surge() {
     });
   else
     next_->timer = ctx_.timers.after(rc.ready_timeout, [this] {
-      surge_failed(fmt::format("it sent no READY=1 within {} (recycle.ready_timeout)",
+      surge_failed(fmt::format("sent no READY=1 within {} (recycle.ready_timeout)",
                                format_duration(program_->recycle.ready_timeout)));
     });
 }

@@ -869,8 +869,8 @@ void parse_listen_entry(const Field& f, const fs::path& base, const HostLookup& 
     std::string path = text->substr(5);
     if (path.empty() || path.find('\0') != std::string::npos)
       return r.error(address->mark(), address->path + ": expected unix:/path, got " + quote(*text));
-    socket.path = fs::path(path).is_absolute() ? fs::path(path).lexically_normal().string()
-                                               : (base / path).lexically_normal().string();
+    std::error_code ec;
+    socket.path = fs::absolute(base / path, ec).lexically_normal().string();
     if (socket.path.size() > kMaxSocketPath)
       return r.error(address->mark(), address->path + ": " + quote(socket.path) + " is " +
                                           std::to_string(socket.path.size()) +

@@ -61,8 +61,14 @@ class FakeHost final : public HostLookup {
     return file_type(path) == FileType::Regular && executables_.count(path) > 0;
   }
   std::optional<std::string> nvml_error(const std::string&) const override { return nvml_error_; }
+  FakeHost& set_memory(std::optional<uint64_t> bytes) {
+    memory_ = bytes;
+    return *this;
+  }
+  std::optional<uint64_t> memory_available() const override { return memory_; }
 
  private:
+  std::optional<uint64_t> memory_;
   uid_t euid_;
   gid_t egid_;
   std::map<std::string, User> users_;

@@ -667,5 +667,200 @@ TEST_F(SignalProcessTest, SignalledProcessesAreForgottenWhenTheWorkerStops) {
   EXPECT_FALSE(exited_seen);
 }
 
+// recycle.mode: surge, against the fakes: the next generation in the slot's
+// other cgroup, the swap on readiness, a replacement that fails or is never
+// ready, and a stop in the middle.
+class SurgeTest : public WorkerTest {
+ protected:
+  SurgeTest() {
+    program.recycle.mode = config::RecycleMode::Surge;
+    program.recycle.ready_timeout = 30s;
+    program.stop = {SIGTERM, 10s};
+  }
+  Worker& running() {
+    worker = std::make_unique<Worker>(
+        context, std::make_shared<config::ProgramConfig>(program), 0,
+        std::make_unique<FakeCgroup>(cg), "", nullptr, [this](unsigned variant) {
+          variants.push_back(variant);
+          auto state = std::make_shared<FakeCgroupState>();
+          others.push_back(state);
+          return Result<std::unique_ptr<cgroup::WorkerCgroup>>(std::make_unique<FakeCgroup>(state));
+        });
+    worker->start();
+    return *worker;
+  }
+  std::string env_of(const FakeLauncher::Launched& l, const std::string& name) {
+    for (const std::string& kv : l.spec.env)
+      if (kv.rfind(name + "=", 0) == 0) return kv.substr(name.size() + 1);
+    return "";
+  }
+  void exit_launched(size_t i, ExitStatus status) {
+    FakeLauncher::Launched& l = *launcher.launched.at(i);
+    l.exited = true;
+    auto cb = std::move(l.on_exit);
+    cb(status);
+  }
+  std::vector<unsigned> variants;
+  std::vector<std::shared_ptr<FakeCgroupState>> others;
+};
+
+TEST_F(SurgeTest, TheNextGenerationStartsBesideTheRunningOneInTheOtherCgroup) {
+  Worker& w = running();
+  pid_t old = *w.pid();
+  states.clear();
+  ASSERT_TRUE(w.recycle(Duration{0}, {"up 10s >= max lifetime 10s"}));
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_THAT(variants, ElementsAre(1u));
+  EXPECT_EQ(w.state(), WorkerState::Running) << "the old generation serves on";
+  EXPECT_EQ(w.phase(), StopPhase::Surging);
+  EXPECT_EQ(w.pid(), old);
+  EXPECT_EQ(w.surge_pid(), launcher.last().pid);
+  EXPECT_TRUE(launcher.launched[0]->signals.empty()) << "nothing stops before the next is ready";
+  EXPECT_EQ(env_of(launcher.last(), "RECYCLER_GENERATION"), "2");
+  EXPECT_EQ(env_of(launcher.last(), "RECYCLER_RECYCLE_REASON"), "up 10s >= max lifetime 10s");
+  EXPECT_TRUE(states.empty()) << "no state change until the swap";
+  EXPECT_TRUE(w.recycle(Duration{0})) << "a second ask joins the surge under way";
+  EXPECT_EQ(launcher.launched.size(), 2u);
+}
+
+TEST_F(SurgeTest, ReadyFromTheNextGenerationSwapsAndStopsTheOldOneGracefully) {
+  Worker& w = running();
+  pid_t old = *w.pid();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  pid_t next = launcher.last().pid;
+  states.clear();
+  w.notified_ready(old);  // the old one's READY=1 means nothing here
+  EXPECT_EQ(w.pid(), old);
+  timers.advance(2s);
+  w.notified_ready(next);
+  EXPECT_EQ(w.pid(), next);
+  EXPECT_EQ(w.generation(), 2u);
+  EXPECT_EQ(w.recycles(), 1u);
+  EXPECT_EQ(w.phase(), StopPhase::None);
+  EXPECT_THAT(states, ElementsAre(WorkerState::Running)) << "a new run";
+  EXPECT_THAT(launcher.launched[0]->signals, ElementsAre(SIGTERM));
+  EXPECT_EQ(w.retiring_pid(), old);
+  EXPECT_THAT(log.all(), HasSubstr("api[0] generation 2 (pid " + std::to_string(next) +
+                                   ") ready after 2s (READY=1); stopping generation 1"));
+  // The old one exits: its cgroup is emptied and removed, the slot serves on.
+  cg->pids = {old + 100};  // something it left behind
+  exit_launched(0, exited(0));
+  timers.advance(100ms);
+  EXPECT_TRUE(cg->removed);
+  EXPECT_EQ(w.retiring_pid(), std::nullopt);
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_EQ(w.pid(), next);
+  // The next surge goes back to the first variant.
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  EXPECT_THAT(variants, ElementsAre(1u, 0u));
+}
+
+TEST_F(SurgeTest, AnOldGenerationThatIgnoresItsSignalIsKilledAfterTheStopTimeout) {
+  Worker& w = running();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  w.notified_ready(launcher.last().pid);
+  timers.advance(10s);
+  EXPECT_THAT(launcher.launched[0]->signals, ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_GE(cg->kill_all_calls, 1);
+}
+
+TEST_F(SurgeTest, ANextGenerationNeverReadyIsStoppedAndTheOldOneServesOn) {
+  Worker& w = running();
+  pid_t old = *w.pid();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  timers.advance(30s);
+  EXPECT_THAT(launcher.launched[1]->signals, ElementsAre(SIGTERM));
+  EXPECT_THAT(log.all(), HasSubstr("surge: generation 2 sent no READY=1 within 30s"));
+  EXPECT_THAT(log.all(), HasSubstr("generation 1 (pid " + std::to_string(old) + ") serves on"));
+  exit_launched(1, exited(0));
+  timers.advance(100ms);
+  EXPECT_TRUE(others[0]->removed);
+  EXPECT_EQ(w.pid(), old);
+  EXPECT_EQ(w.generation(), 1u);
+  EXPECT_TRUE(launcher.launched[0]->signals.empty());
+  // Tried again after the restart backoff.
+  timers.advance(program.restart.backoff.max);
+  EXPECT_EQ(launcher.launched.size(), 3u);
+}
+
+TEST_F(SurgeTest, ANextGenerationThatExitsIsAFailedSurgeNotACrashOfTheSlot) {
+  Worker& w = running();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  exit_launched(1, exited(3));
+  EXPECT_THAT(log.all(), HasSubstr("surge: generation 2 exited with status 3 before it was ready"));
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_EQ(w.crashes(), 0u);
+  EXPECT_TRUE(launcher.launched[0]->signals.empty());
+}
+
+TEST_F(SurgeTest, RepeatedFailuresFallBackToARestart) {
+  program.restart.crash_loop = {2, 600s};
+  Worker& w = running();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  exit_launched(1, exited(1));
+  timers.advance(program.restart.backoff.max);
+  ASSERT_EQ(launcher.launched.size(), 3u);
+  exit_launched(2, exited(1));
+  EXPECT_THAT(log.all(), HasSubstr("recycling it by restart instead"));
+  EXPECT_EQ(w.phase(), StopPhase::Recycling);
+  EXPECT_THAT(launcher.launched[0]->signals, ElementsAre(SIGTERM));
+}
+
+TEST_F(SurgeTest, ReadyFromChildIgnoresTheMainProcessAndWaitsForOneOfItsChildren) {
+  program.recycle.ready_from_child = true;
+  Worker& w = running();
+  pid_t old = *w.pid();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  pid_t next = launcher.last().pid;
+  w.notified_ready(next);  // gunicorn's arbiter, before it forks a worker
+  EXPECT_EQ(w.pid(), old);
+  w.notified_ready(next + 50);  // not in the next generation's cgroup
+  EXPECT_EQ(w.pid(), old);
+  others[0]->pids = {next, next + 1};
+  w.notified_ready(next + 1);  // its first worker has loaded the app
+  EXPECT_EQ(w.pid(), next);
+}
+
+TEST_F(SurgeTest, ReadyAfterIsADelayForProgramsThatNeverSendReady) {
+  program.recycle.ready_after = 3s;
+  Worker& w = running();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  pid_t next = launcher.last().pid;
+  timers.advance(2900ms);
+  EXPECT_NE(w.pid(), next);
+  timers.advance(100ms);
+  EXPECT_EQ(w.pid(), next);
+}
+
+TEST_F(SurgeTest, AStopDuringASurgeKillsTheNextGenerationAndWaitsForIt) {
+  Worker& w = running();
+  ASSERT_TRUE(w.recycle(Duration{0}));
+  bool done = false;
+  w.stop([&] { done = true; });
+  EXPECT_THAT(launcher.launched[1]->signals, ElementsAre(SIGKILL));
+  EXPECT_THAT(launcher.launched[0]->signals, ElementsAre(SIGTERM));
+  exit_launched(0, exited(0));
+  timers.advance(100ms);
+  EXPECT_FALSE(done) << "the next generation has not exited yet";
+  exit_launched(1, killed(SIGKILL));
+  timers.advance(100ms);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_TRUE(others[0]->removed);
+}
+
+TEST_F(SurgeTest, WithoutACgroupForTheNextGenerationItRecyclesByRestart) {
+  Worker& w = running();
+  worker = std::make_unique<Worker>(
+      context, std::make_shared<config::ProgramConfig>(program), 1,
+      std::make_unique<FakeCgroup>(cg), "", nullptr,
+      [](unsigned) { return Result<std::unique_ptr<cgroup::WorkerCgroup>>(Error{"no room"}); });
+  (void)w;
+  worker->start();
+  ASSERT_TRUE(worker->recycle(Duration{0}));
+  EXPECT_EQ(worker->phase(), StopPhase::Recycling);
+  EXPECT_THAT(log.all(), HasSubstr("recycling it by restart"));
+}
+
 }  // namespace
 }  // namespace recycler
