@@ -175,8 +175,7 @@ void RecycleController::check_unseen_requests(unsigned slot) {
   double used_s = static_cast<double>(used) / 1e6;
   event(LogLevel::Warn, "requests_unseen",
         fmt::format("{} has used {:.1f}s of CPU time since it started and its {} policy has not "
-                    "counted a single "
-                    "request: it {}",
+                    "counted a single request: it {}",
                     name(slot), used_s, policy, program_->request_source()),
         {{"program", program_->name},
          {"slot", slot},

@@ -306,7 +306,7 @@ class RecycleController {
   std::vector<const policies::Policy*> policies_;
   unsigned needs_ = 0;
   // The program's request-counting policy (an index of policies_), if any;
-  // whether it ever counted a request; whether the run warned it had none.
+  // whether the program ever counted a request; whether a run warned it had not.
   std::optional<size_t> request_policy_;
   bool requests_seen_ = false;
   bool warned_unseen_requests_ = false;
