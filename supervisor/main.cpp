@@ -175,6 +175,7 @@ int check_command(const std::string& file) {
       line += " (not enforced here, no controller: " + missing + ")";
     }
     std::cout << escape_text(line) << "\n";  // commands, paths: text from the file
+    if (auto counting = describe_request_counting(p)) std::cout << escape_text(*counting) << "\n";
   }
   if (cfg.metrics) std::cout << "metrics: http://" << cfg.metrics->listen.str() << "/metrics\n";
   std::cout << escape_text(file) << ": ok, " << cfg.programs.size() << " program"

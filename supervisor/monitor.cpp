@@ -179,12 +179,12 @@ void ProgramMonitor::sample(Slot& slot) {
   TimePoint probe_start = SteadyClock::now();
   unsigned needs = controller_.needs();
   auto dir = w.cgroup().memory_dir();
-  bool list = probe::reads_processes(needs, dir.has_value());
+  std::optional<probe::CgroupReader> reader;
+  if (dir) reader.emplace(dir->fd, dir->v2);
+  bool list = probe::reads_processes(needs, reader ? &*reader : nullptr);
   bool gpu = ctx_.gpu && wants_gpu();
   std::vector<pid_t> pids;
   if (list || gpu) pids = w.cgroup().pids();
-  std::optional<probe::CgroupReader> reader;
-  if (dir) reader.emplace(dir->fd, dir->v2);
   TimePoint now = ctx_.timers.now();
   policies::Sample s = probe::probe_worker(reader ? &*reader : nullptr, ctx_.procs, pids,
                                            w.pid().value_or(0), needs, now);

@@ -102,4 +102,10 @@ std::string describe_program(const config::ProgramConfig& p) {
   return out;
 }
 
+std::optional<std::string> describe_request_counting(const config::ProgramConfig& p) {
+  const config::PolicyConfig* counting = p.request_counting_policy();
+  if (!counting) return std::nullopt;
+  return fmt::format("{}: {} {}", p.name, counting->name, p.request_source());
+}
+
 }  // namespace recycler

@@ -2,6 +2,7 @@
 // check` and the supervisor's log.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,5 +17,10 @@ std::string unenforceable_limits(const config::Limits& limits,
                                  const std::vector<std::string>& missing);
 // "api: gunicorn app:app; 2 instances; memory_max 2 GiB, pids_max 256; restart on-failure"
 std::string describe_program(const config::ProgramConfig& program);
+// For a program with a request-counting policy, where its counts come from:
+// "api: max_requests counts only RECYCLER_REQUESTS=N reports on its notify
+// socket (NOTIFY_SOCKET); a worker that sends none is never recycled by it:
+// ..." (ProgramConfig::request_source); nullopt for the others.
+std::optional<std::string> describe_request_counting(const config::ProgramConfig& program);
 
 }  // namespace recycler

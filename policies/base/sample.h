@@ -48,6 +48,11 @@ struct Sample {
   // The last iteration the worker reported (RECYCLER_ITERATION): a change is
   // an iteration boundary, which the leak policy projects its growth by.
   std::optional<uint64_t> iteration;
+  // CPU time the worker has used, microseconds: v2's cpu.stat usage_usec
+  // (over the cgroup's life, which spans runs), else utime + stime of the
+  // processes alive now. Only growth means anything: the controller measures
+  // it from the run's first sample (kNeedsCpu).
+  std::optional<uint64_t> cpu_usec;
 };
 
 // What a policy reads, so that probes skip what nobody asked for
@@ -61,6 +66,9 @@ enum Needs : unsigned {
   kNeedsProcesses = 1u << 5,   // the process list itself (scope: process)
   kNeedsGpu = 1u << 6,         // gpu, gpu_total (NVML, per process)
   kNeedsIterations = 1u << 7,  // Sample::iteration: evaluated again at every new iteration
+  // Sample::cpu_usec. No policy reads it: the controller asks for it while a
+  // request-counting policy has seen no request (RecycleController).
+  kNeedsCpu = 1u << 8,
 };
 
 }  // namespace recycler::policies

@@ -52,6 +52,11 @@ struct Files {
   const char* cpu_max;     // nullptr on v1
   const char* cpu_period;  // nullptr on v2
   const char* cpu_quota;   // nullptr on v2
+  // The CPU time the cgroup has used: v2's cpu.stat (key usage_usec, there
+  // whether or not the cpu controller is enabled). nullptr on v1, where it is
+  // cpuacct's, a hierarchy recycler creates no cgroup in: the probes sum the
+  // processes' /proc/PID/stat instead.
+  const char* cpu_usage;
 };
 
 inline constexpr Files kV1{
@@ -77,6 +82,7 @@ inline constexpr Files kV1{
     .cpu_max = nullptr,
     .cpu_period = "cpu.cfs_period_us",
     .cpu_quota = "cpu.cfs_quota_us",
+    .cpu_usage = nullptr,
 };
 
 inline constexpr Files kV2{
@@ -102,6 +108,7 @@ inline constexpr Files kV2{
     .cpu_max = "cpu.max",
     .cpu_period = nullptr,
     .cpu_quota = nullptr,
+    .cpu_usage = "cpu.stat",
 };
 
 // The table for a hierarchy: v2's, or v1's (v1 and hybrid hosts).

@@ -49,6 +49,21 @@ std::optional<ListenAddress> parse_listen_address(std::string_view text, std::st
   return out;
 }
 
+const PolicyConfig* ProgramConfig::request_counting_policy() const {
+  for (const PolicyConfig& p : policies)
+    if (p.policy && (p.policy->needs() & policies::kNeedsRequests)) return &p;
+  return nullptr;
+}
+
+std::string ProgramConfig::request_source() const {
+  if (requests)
+    return "counts requests from output lines matching /" + requests->pattern +
+           "/ and RECYCLER_REQUESTS=N reports on its notify socket (NOTIFY_SOCKET)";
+  return "counts only RECYCLER_REQUESTS=N reports on its notify socket (NOTIFY_SOCKET); a "
+         "worker that sends none is never recycled by it: see examples/gunicorn/ "
+         "(recycler_notify) or set requests.pattern";
+}
+
 const ProgramConfig* Config::find(const std::string& name) const {
   for (const auto& program : programs)
     if (program.name == name) return &program;

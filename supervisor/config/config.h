@@ -241,6 +241,18 @@ struct ProgramConfig {
   RecycleConfig recycle;
 
   bool operator==(const ProgramConfig&) const = default;
+
+  // The first policy that counts requests (max_requests), or null. It sees
+  // only the requests counted: RECYCLER_REQUESTS=N reports on the notify
+  // socket and, with `requests`, output lines matching its pattern.
+  const PolicyConfig* request_counting_policy() const;
+  // Where those counts come from, as `check` says it and the warning of a run
+  // that has counted none (RecycleController) repeats it: "counts requests
+  // from output lines matching /PATTERN/ ...", or "counts only
+  // RECYCLER_REQUESTS=N reports on its notify socket ...; a worker that sends
+  // none is never recycled by it: ...". Unescaped: `requests.pattern` is text
+  // from the file.
+  std::string request_source() const;
 };
 
 struct LogConfig {

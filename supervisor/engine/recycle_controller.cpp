@@ -20,6 +20,8 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
       now_(std::move(clock)),
       queue_(program_->max_concurrent_recycles) {
   for (const config::PolicyConfig& p : program_->policies) {
+    if (!request_policy_ && (p.policy->needs() & policies::kNeedsRequests))
+      request_policy_ = policies_.size();
     policies_.push_back(p.policy.get());
     needs_ |= p.policy->needs();
   }
@@ -144,6 +146,7 @@ void RecycleController::sampled(unsigned slot, policies::Sample sample) {
   if (!sl.run) return;
   Run& run = *sl.run;
   run.last = std::move(sample);
+  check_unseen_requests(slot);
   const policies::Sample& s = run.last;
   const auto& max = program_->limits.memory_max;
   if (run.checkpoint && run.checkpoint->overdue && max && s.current &&
@@ -155,6 +158,31 @@ void RecycleController::sampled(unsigned slot, policies::Sample sample) {
     return end_checkpoint(slot, "memory", false);
   }
   evaluate(slot, run.last, 0);
+}
+
+// A request-counting policy that has counted nothing while the worker keeps
+// busy is wired to nothing: said once, with where its counts would come from.
+void RecycleController::check_unseen_requests(unsigned slot) {
+  if (!watching_unseen_requests()) return;
+  Run& run = *slots_[slot].run;
+  const std::optional<uint64_t>& cpu = run.last.cpu_usec;
+  if (!cpu) return;
+  if (!run.cpu_base || *cpu < *run.cpu_base) run.cpu_base = cpu;
+  uint64_t used = *cpu - *run.cpu_base;
+  if (used < static_cast<uint64_t>(kUnseenRequestsCpu.count())) return;
+  warned_unseen_requests_ = true;
+  std::string_view policy = policies_[*request_policy_]->name();
+  double used_s = static_cast<double>(used) / 1e6;
+  event(LogLevel::Warn, "requests_unseen",
+        fmt::format("{} has used {:.1f}s of CPU time since it started and its {} policy has not "
+                    "counted a single request: it {}",
+                    name(slot), used_s, policy, program_->request_source()),
+        {{"program", program_->name},
+         {"slot", slot},
+         {"pid", run.pid},
+         {"generation", run.generation},
+         {"policy", std::string(policy)},
+         {"cpu_s", used_s}});
 }
 
 void RecycleController::evaluate(unsigned slot, policies::Sample& sample, unsigned only_needing) {
@@ -482,6 +510,7 @@ void RecycleController::notified(unsigned slot, pid_t sender, const notify::Noti
   Slot& s = slots_[slot];
   if (!s.run) return;
   Run& run = *s.run;
+  if (m.requests) requests_seen_ = true;  // even 0: the worker reports, so counts arrive
   if (m.device_bytes) run.device = m.device_bytes;
   if (m.ready && !run.ready) {
     run.ready = true;
@@ -556,6 +585,7 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
   Slot& sl = slots_[slot];
   if (!sl.run) return;
   Run& run = *sl.run;
+  requests_seen_ = true;
   run.requests += n;
   if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
     // Only the worker's processes get here: forget those that are gone.

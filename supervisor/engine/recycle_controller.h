@@ -22,7 +22,10 @@
 //   - the checkpoint protocol: ask, then restart with RECYCLER_RESUME=1 once
 //     it is confirmed (RECYCLER_CHECKPOINTED=1) or the worker exits cleanly
 //     (Worker), or without it after checkpoint.timeout (on_timeout: restart),
-//     or, with on_timeout: wait, once memory nears memory_max.
+//     or, with on_timeout: wait, once memory nears memory_max;
+//   - the warning that a request-counting policy (max_requests) is blind:
+//     once per program, when a run has used kUnseenRequestsCpu of CPU time
+//     and the program has never counted a request (event "requests_unseen").
 //
 // Commands are carried out by the caller after the event returns, in order;
 // what comes of them (a refused recycle, a process already gone) comes back
@@ -128,8 +131,11 @@ class RecycleController {
 
   // Sampled at all: there are policies, or a timeline to record.
   bool active() const { return !policies_.empty() || program_->timeline.has_value(); }
-  // The Needs bits of the probes, per sample.
-  unsigned needs() const { return needs_; }
+  // The Needs bits of the probes, per sample: the policies', and the CPU time
+  // while a request-counting policy has counted nothing and not warned yet.
+  unsigned needs() const {
+    return needs_ | (watching_unseen_requests() ? policies::kNeedsCpu : 0u);
+  }
   const std::vector<const policies::Policy*>& policies() const { return policies_; }
   // A run is watched (started, not ended, no recycle asked).
   bool running(unsigned slot) const;
@@ -206,6 +212,13 @@ class RecycleController {
   static constexpr double kOverdueMemoryFraction = 0.95;
   // Processes of one worker whose requests are counted one by one, at most.
   static constexpr size_t kMaxTrackedPids = 4096;
+  // A run of a program with a request-counting policy that has used this
+  // much CPU time (from its first sample) while the program has never counted
+  // a request, not even a RECYCLER_REQUESTS=0 report, serves traffic nobody
+  // counts: its policy can never fire. Warned once per program (a reload
+  // builds a new controller, which may warn again). Two seconds: more than
+  // any start-up (imports, JIT warm-up) costs, little for a server at work.
+  static constexpr std::chrono::microseconds kUnseenRequestsCpu = std::chrono::seconds(2);
 
  private:
   struct Checkpointing {
@@ -229,6 +242,9 @@ class RecycleController {
     std::optional<uint64_t> device;
     std::optional<uint64_t> iteration;  // the last RECYCLER_ITERATION
     policies::Sample last;
+    // Sample::cpu_usec of its first sample (lowered should the sum of its
+    // processes drop): its CPU time since is what kUnseenRequestsCpu counts.
+    std::optional<uint64_t> cpu_base;
     bool ready = false;
     std::optional<Checkpointing> checkpoint;
     // An AskCheckpoint is out, not answered yet: the policy and the reason.
@@ -268,6 +284,10 @@ class RecycleController {
   void record(unsigned slot, std::string event, pid_t pid, std::string detail);
   void end_run(unsigned slot);
   void evaluate(unsigned slot, policies::Sample& sample, unsigned only_needing);
+  bool watching_unseen_requests() const {
+    return request_policy_ && !requests_seen_ && !warned_unseen_requests_;
+  }
+  void check_unseen_requests(unsigned slot);
   void new_iteration(unsigned slot, uint64_t iteration);
   void report_outlook(unsigned slot, size_t policy);
   void decide(unsigned slot, size_t policy, Decision decision);
@@ -285,6 +305,11 @@ class RecycleController {
   Clock now_;
   std::vector<const policies::Policy*> policies_;
   unsigned needs_ = 0;
+  // The program's request-counting policy (an index of policies_), if any;
+  // whether the program ever counted a request; whether a run warned it had not.
+  std::optional<size_t> request_policy_;
+  bool requests_seen_ = false;
+  bool warned_unseen_requests_ = false;
   policies::RecycleQueue queue_;
   std::vector<Slot> slots_;
   std::map<std::pair<unsigned, pid_t>, Waiting> waiting_;

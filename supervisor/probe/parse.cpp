@@ -156,6 +156,15 @@ void parse_memory_stat(std::string_view text, bool v2, CgroupMemory& out) {
   }
 }
 
+std::optional<uint64_t> parse_cpu_stat_usage_usec(std::string_view text) {
+  while (!text.empty()) {
+    std::string_view line = next_line(text);
+    if (next_token(line) != "usage_usec") continue;
+    return parse_u64(trim_left(line));
+  }
+  return std::nullopt;
+}
+
 std::optional<double> parse_pressure_some_avg10(std::string_view text) {
   while (!text.empty()) {
     std::string_view rest = next_line(text);

@@ -28,6 +28,10 @@ struct CgroupMemory {
 // Unknown keys and malformed lines are skipped.
 void parse_memory_stat(std::string_view text, bool v2, CgroupMemory& out);
 
+// v2 cpu.stat: the value of its "usage_usec" line (microseconds of CPU time
+// the cgroup has used); nullopt without that line or when it does not parse.
+std::optional<uint64_t> parse_cpu_stat_usage_usec(std::string_view text);
+
 // v2 memory.pressure: the avg10 of the "some" line, percent.
 std::optional<double> parse_pressure_some_avg10(std::string_view text);
 

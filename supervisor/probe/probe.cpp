@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -116,6 +117,14 @@ CgroupMemory MemoryFiles::read(bool with_pressure) {
   });
 }
 
+std::optional<uint64_t> CgroupReader::cpu_usec() const {
+  if (!files_.cpu_usage) return std::nullopt;
+  char buf[kBufSize];
+  auto text = read_small(dirfd_, files_.cpu_usage, buf);
+  if (!text) return std::nullopt;
+  return parse_cpu_stat_usage_usec(*text);
+}
+
 CgroupMemory CgroupReader::read(bool with_pressure) const {
   if (MemoryFiles* held = MemoryFiles::of(dirfd_)) return held->read(with_pressure);
   char buf[kBufSize];
@@ -125,7 +134,8 @@ CgroupMemory CgroupReader::read(bool with_pressure) const {
 
 ProcessReader::ProcessReader(std::string proc_root)
     : root_(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)),
-      page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {}
+      page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))),
+      clock_ticks_(static_cast<uint64_t>(std::max(1L, ::sysconf(_SC_CLK_TCK)))) {}
 
 ProcessMemory ProcessReader::memory(pid_t pid, bool full) const {
   char buf[kBufSize];
@@ -155,16 +165,28 @@ std::optional<uint32_t> ProcessReader::threads(pid_t pid) const {
   return parse_stat_threads(*text);
 }
 
+std::optional<uint64_t> ProcessReader::cpu_usec(pid_t pid) const {
+  char buf[kBufSize];
+  auto text = read_small(root_.get(), PidPath(pid, "stat").text, buf);
+  if (!text) return std::nullopt;
+  std::optional<ProcStat> stat = parse_stat(*text);
+  if (!stat) return std::nullopt;
+  // 100 ticks a second (USER_HZ): no overflow before 5000 years of CPU time.
+  return (stat->utime + stat->stime) * 1'000'000 / clock_ticks_;
+}
+
 std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid) {
   auto text = read_file(proc_root + "/" + std::to_string(pid) + "/stat");
   if (!text) return std::nullopt;
   return parse_stat(*text);
 }
 
-bool reads_processes(unsigned needs, bool with_cgroup) {
+bool reads_processes(unsigned needs, const CgroupReader* cgroup) {
   using namespace policies;
+  // Without the cgroup's figures, the sums come from the processes.
   return (needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses)) ||
-         (!with_cgroup && (needs & kNeedsCgroupMemory));  // the sums come from the processes
+         (!cgroup && (needs & kNeedsCgroupMemory)) ||
+         ((!cgroup || !cgroup->has_cpu_usage()) && (needs & kNeedsCpu));
 }
 
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
@@ -183,12 +205,15 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
     s.shmem = m.shmem;
     s.pressure = m.pressure;
   }
+  const bool cgroup_cpu = cgroup && cgroup->has_cpu_usage();
+  if (cgroup_cpu && (needs & kNeedsCpu)) s.cpu_usec = cgroup->cpu_usec();
 
-  if (!reads_processes(needs, cgroup != nullptr)) return s;
+  if (!reads_processes(needs, cgroup)) return s;
   const bool list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
   const bool tree_memory = !cgroup && cgroup_memory;  // no cgroup: sum over the processes
   const bool memory = needs & kNeedsProcessMemory;
   const bool threads = needs & kNeedsThreads;
+  const bool tree_cpu = !cgroup_cpu && (needs & kNeedsCpu);
   // A process whose rss was read but not its anon (smaps_rollup not readable,
   // no RssAnon before 4.5) would make the anon sum an underestimate: then it
   // stays empty. No rss: the process is gone, and so is its memory.
@@ -221,6 +246,8 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
       p.threads = procs.threads(pid);
       if (p.threads) s.threads = s.threads.value_or(0) + *p.threads;
     }
+    if (tree_cpu)  // a process that exited meanwhile adds nothing
+      if (auto cpu = procs.cpu_usec(pid)) s.cpu_usec = s.cpu_usec.value_or(0) + *cpu;
     if (list) s.processes.push_back(p);
   }
   if (!anon_complete) s.anon.reset();

@@ -30,6 +30,11 @@ class CgroupReader {
   // v1: memory.usage_in_bytes and memory.stat (no pressure there). Through
   // the MemoryFiles registered for the directory fd when there is one.
   CgroupMemory read(bool with_pressure) const;
+  // Whether the cgroup's own files say how much CPU time it has used (v2's
+  // cpu.stat); without, probe_worker sums its processes' /proc/PID/stat.
+  bool has_cpu_usage() const { return files_.cpu_usage != nullptr; }
+  // usage_usec of cpu.stat; nullopt on v1 or when unreadable.
+  std::optional<uint64_t> cpu_usec() const;
 
  private:
   int dirfd_;
@@ -79,10 +84,13 @@ class ProcessReader {
   StatusMemory status_memory(pid_t pid) const;
   // num_threads from /proc/PID/stat.
   std::optional<uint32_t> threads(pid_t pid) const;
+  // utime + stime from /proc/PID/stat, microseconds.
+  std::optional<uint64_t> cpu_usec(pid_t pid) const;
 
  private:
   UniqueFd root_;  // O_PATH: every read is an openat() of "PID/file" below it
   uint64_t page_size_;
+  uint64_t clock_ticks_;  // of utime and stime, per second
 };
 
 // /proc/PID/stat under `proc_root` ("/proc", or a fixture tree), parsed by
@@ -95,7 +103,10 @@ std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid);
 //   kNeedsProcessMemory  per process: smaps_rollup (rss, pss, uss)
 //   kNeedsThreads        per process and in total (Sample::threads)
 //   kNeedsProcesses      the process list (one ProcessSample per pid)
-// Any of the last three fills Sample::processes, `main` set for main_pid.
+//   kNeedsCpu            Sample::cpu_usec: the cgroup's cpu.stat (v2), else
+//                        the sum of utime + stime over the processes
+// Any of kNeedsProcessMemory, kNeedsThreads and kNeedsProcesses fills
+// Sample::processes, `main` set for main_pid.
 // Without cgroups (`cgroup` null) the cgroup figures come from the processes:
 // current = sum of rss, anon = sum of anonymous memory, file/kernel/shmem/
 // pressure empty. The sums come from smaps_rollup (Rss, Anonymous) when
@@ -103,9 +114,9 @@ std::optional<ProcStat> read_stat(const std::string& proc_root, pid_t pid);
 // anon is empty when a live process's figure could not be read. A process
 // that has exited meanwhile adds nothing, and stays listed with empty fields.
 // requests and device are left to the caller.
-// Whether probe_worker reads the worker's processes for `needs`: the caller
-// lists the pids only then.
-bool reads_processes(unsigned needs, bool with_cgroup);
+// Whether probe_worker reads the worker's processes for `needs` with this
+// `cgroup` (null: none): the caller lists the pids only then.
+bool reads_processes(unsigned needs, const CgroupReader* cgroup);
 
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
                               const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <future>
 #include <limits>
@@ -20,6 +21,7 @@ namespace recycler::probe {
 namespace {
 
 using policies::kNeedsCgroupMemory;
+using policies::kNeedsCpu;
 using policies::kNeedsProcesses;
 using policies::kNeedsProcessMemory;
 using policies::kNeedsThreads;
@@ -194,6 +196,21 @@ TEST(ParsePressure, MalformedOrMissingIsEmpty) {
   EXPECT_EQ(parse_pressure_some_avg10("some avg60=0.12 total=5\n"), std::nullopt);
 }
 
+// ---- parse_cpu_stat_usage_usec ----
+
+TEST(ParseCpuStat, ReadsUsageUsecWhereverItIs) {
+  EXPECT_EQ(parse_cpu_stat_usage_usec("usage_usec 8123456\nuser_usec 6000000\n"), 8123456u);
+  EXPECT_EQ(parse_cpu_stat_usage_usec("nr_periods 0\nusage_usec 42"), 42u);
+}
+
+TEST(ParseCpuStat, MissingOrMalformedIsEmpty) {
+  EXPECT_EQ(parse_cpu_stat_usage_usec(""), std::nullopt);
+  EXPECT_EQ(parse_cpu_stat_usage_usec("user_usec 6000000\nsystem_usec 1\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_stat_usage_usec("usage_usec\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_stat_usage_usec("usage_usec 12x\n"), std::nullopt);
+  EXPECT_EQ(parse_cpu_stat_usage_usec("usage_usec_total 5\n"), std::nullopt);
+}
+
 // ---- parse_smaps_rollup ----
 
 TEST(ParseSmapsRollup, ConvertsKilobytesAndSumsPrivateForUss) {
@@ -355,6 +372,20 @@ TEST(CgroupReader, V2ReadsCurrentStatAndPressure) {
   EXPECT_EQ(m.pressure, 0.31);
 }
 
+TEST(CgroupReader, V2ReadsCpuUsageFromCpuStat) {
+  UniqueFd dir = open_dir(fixture("v2"));
+  CgroupReader reader(dir.get(), true);
+  EXPECT_TRUE(reader.has_cpu_usage());
+  EXPECT_EQ(reader.cpu_usec(), 8123456u);
+}
+
+TEST(CgroupReader, V1HasNoCpuUsageOfItsOwn) {
+  UniqueFd dir = open_dir(fixture("v1"));
+  CgroupReader reader(dir.get(), false);
+  EXPECT_FALSE(reader.has_cpu_usage()) << "cpuacct is a hierarchy recycler does not use";
+  EXPECT_EQ(reader.cpu_usec(), std::nullopt);
+}
+
 TEST(CgroupReader, V2SkipsPressureUnlessAsked) {
   UniqueFd dir = open_dir(fixture("v2"));
   CgroupMemory m = CgroupReader(dir.get(), true).read(false);
@@ -503,6 +534,30 @@ TEST(ProcessReader, ExitedProcessYieldsEmptyFields) {
   EXPECT_EQ(procs.threads(5555), std::nullopt);
 }
 
+TEST(ProcessReader, CpuTimeIsUtimePlusStime) {
+  ProcessReader procs(fixture("proc"));
+  uint64_t ticks = static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+  EXPECT_EQ(procs.cpu_usec(4242), (1503 + 211) * 1'000'000 / ticks);
+  EXPECT_EQ(procs.cpu_usec(4343), std::nullopt);  // no stat file
+  EXPECT_EQ(procs.cpu_usec(5555), std::nullopt);  // gone
+}
+
+TEST(ProcessReader, CpuTimeOfThisProcessGrowsAsItWorks) {
+  ProcessReader procs;
+  auto before = procs.cpu_usec(::getpid());
+  ASSERT_TRUE(before);
+  // Busy until the kernel has charged a tick more, bounded by a deadline.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::optional<uint64_t> after;
+  volatile uint64_t spin = 0;
+  do {
+    for (int i = 0; i < 1'000'000; ++i) spin = spin + 1;
+    after = procs.cpu_usec(::getpid());
+  } while (after && *after == *before && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(after);
+  EXPECT_GT(*after, *before);
+}
+
 TEST(ProcessReader, MissingProcRootYieldsEmptyFields) {
   ProcessReader procs(fixture("no-such-dir"));
   EXPECT_EQ(procs.memory(4242, true).rss, std::nullopt);
@@ -586,6 +641,36 @@ TEST_F(ProbeWorker, WithoutCgroupSumsStatusOfTheProcessTree) {
   EXPECT_EQ(s.shmem, std::nullopt);
   EXPECT_EQ(s.pressure, std::nullopt);
   EXPECT_TRUE(s.processes.empty());  // the list was not asked for
+}
+
+TEST_F(ProbeWorker, CpuComesFromCpuStatOnV2WithoutReadingProcesses) {
+  EXPECT_FALSE(reads_processes(kNeedsCpu, &cgroup_));
+  policies::Sample s = probe_worker(&cgroup_, procs_, pids_, 4242, kNeedsCpu, now_);
+  EXPECT_EQ(s.cpu_usec, 8123456u);
+  EXPECT_EQ(s.current, std::nullopt);
+  EXPECT_TRUE(s.processes.empty());
+}
+
+TEST_F(ProbeWorker, CpuIsSummedOverTheProcessesOnV1AndWithoutCgroup) {
+  UniqueFd v1_dir = open_dir(fixture("v1"));
+  CgroupReader v1(v1_dir.get(), false);
+  uint64_t ticks = static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+  for (const CgroupReader* cgroup : std::initializer_list<const CgroupReader*>{&v1, nullptr}) {
+    EXPECT_TRUE(reads_processes(kNeedsCpu, cgroup));
+    // 4343 has no stat file and 5555 is gone: they add nothing.
+    policies::Sample s = probe_worker(cgroup, procs_, {4242, 4343, 5555}, 4242, kNeedsCpu, now_);
+    EXPECT_EQ(s.cpu_usec, (1503 + 211) * 1'000'000 / ticks);
+    EXPECT_TRUE(s.processes.empty()) << "the list was not asked for";
+  }
+  policies::Sample none = probe_worker(nullptr, procs_, {5555}, 5555, kNeedsCpu, now_);
+  EXPECT_EQ(none.cpu_usec, std::nullopt) << "no process read: unknown, not 0";
+}
+
+TEST_F(ProbeWorker, CpuIsNotReadUnlessAsked) {
+  policies::Sample s = probe_worker(&cgroup_, procs_, pids_, 4242, kNeedsCgroupMemory, now_);
+  EXPECT_EQ(s.cpu_usec, std::nullopt);
+  policies::Sample t = probe_worker(nullptr, procs_, pids_, 4242, kNeedsThreads, now_);
+  EXPECT_EQ(t.cpu_usec, std::nullopt);
 }
 
 TEST_F(ProbeWorker, WithoutCgroupAnonIsEmptyWhenAProcessLacksRssAnon) {

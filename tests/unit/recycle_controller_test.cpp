@@ -669,5 +669,138 @@ TEST_F(CheckpointTest, AnOperatorRecycleAsksForACheckpointWhereAPolicyWould) {
   EXPECT_TRUE(all<RecycleWorker>().empty());
 }
 
+// ---- a request-counting policy that can never see a request ----
+
+class UnseenRequestsTest : public ControllerTest {
+ protected:
+  // A sample of a worker that has used `cpu_ms` of CPU time.
+  policies::Sample busy(uint64_t cpu_ms) {
+    policies::Sample s = sample();
+    s.cpu_usec = cpu_ms * 1000;
+    return s;
+  }
+  void busy_for(uint64_t cpu_ms, unsigned slot = 0) {
+    now += 1s;
+    sampled(busy(cpu_ms), slot);
+  }
+  std::vector<Log> warnings() const {
+    std::vector<Log> out;
+    for (const Log& l : all<Log>())
+      if (l.event == "requests_unseen") out.push_back(l);
+    return out;
+  }
+  bool reads_cpu() const { return controller->needs() & policies::kNeedsCpu; }
+  static std::optional<log::Field::Value> field(const Log& l, const std::string& key) {
+    for (const log::Field& f : l.fields)
+      if (f.key == key) return f.value;
+    return std::nullopt;
+  }
+};
+
+TEST_F(UnseenRequestsTest, WarnsOnceWhenABusyWorkerHasCountedNoRequest) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n", 2);
+  EXPECT_TRUE(reads_cpu()) << "read only to warn";
+  start(0, 1, 100);
+  start(1, 1, 200);
+  busy_for(500);  // its first sample: CPU time counts from here
+  busy_for(2499);
+  EXPECT_TRUE(warnings().empty()) << "1.999 s of CPU time is below the threshold";
+  busy_for(2500);
+  auto w = warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].level, config::LogLevel::Warn);
+  EXPECT_EQ(w[0].message,
+            "app[0] has used 2.0s of CPU time since it started and its max_requests policy has "
+            "not counted a single request: it counts only RECYCLER_REQUESTS=N reports on its "
+            "notify socket (NOTIFY_SOCKET); a worker that sends none is never recycled by it: "
+            "see examples/gunicorn/ (recycler_notify) or set requests.pattern");
+  EXPECT_EQ(field(w[0], "program"), log::Field::Value(std::string("app")));
+  EXPECT_EQ(field(w[0], "slot"), log::Field::Value(uint64_t{0}));
+  EXPECT_EQ(field(w[0], "pid"), log::Field::Value(int64_t{100}));
+  EXPECT_EQ(field(w[0], "policy"), log::Field::Value(std::string("max_requests")));
+  EXPECT_EQ(field(w[0], "cpu_s"), log::Field::Value(2.0));
+  EXPECT_FALSE(reads_cpu()) << "said once: the probes stop reading it";
+
+  // Not again: for another slot, for more CPU time, or for a later run.
+  busy_for(0, 1);
+  busy_for(9000, 1);
+  busy_for(20000);
+  controller->run_ended(0, RunEnd::Exited);
+  start(0, 2, 300);
+  busy_for(0);
+  busy_for(9000);
+  EXPECT_EQ(warnings().size(), 1u);
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+}
+
+TEST_F(UnseenRequestsTest, EachRunCountsFromItsOwnFirstSampleAndFromWhereTheSumDropped) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  busy_for(60000);  // v2's cpu.stat spans the cgroup's earlier runs
+  busy_for(61900);
+  // A process exited: the sum over those alive dropped; growth counts from there.
+  busy_for(1000);
+  busy_for(2900);
+  EXPECT_TRUE(warnings().empty());
+  busy_for(3000);
+  EXPECT_EQ(warnings().size(), 1u);
+}
+
+TEST_F(UnseenRequestsTest, NeverWarnsOnceARequestWasCounted) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  busy_for(0);
+  controller->requests(0, 100, 1);
+  take();
+  EXPECT_FALSE(reads_cpu()) << "nothing left to watch for";
+  busy_for(60000);
+  EXPECT_TRUE(warnings().empty());
+}
+
+TEST_F(UnseenRequestsTest, AReportOfZeroRequestsShowsTheWiringWorks) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  busy_for(0);
+  notify::NotifyMessage m;
+  m.requests = 0;
+  controller->notified(0, 100, m);
+  take();
+  busy_for(60000);
+  EXPECT_TRUE(warnings().empty());
+}
+
+TEST_F(UnseenRequestsTest, WithAPatternTheWarningNamesIt) {
+  make(
+      "    requests: {pattern: 'GET \\S+ 200'}\n"
+      "    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  busy_for(0);
+  busy_for(2000);
+  auto w = warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0].message,
+              HasSubstr("has not counted a single request: it counts requests from output lines "
+                        "matching /GET \\S+ 200/ and RECYCLER_REQUESTS=N reports"));
+}
+
+TEST_F(UnseenRequestsTest, NeverWarnsWithoutARequestCountingPolicy) {
+  make("    policies:\n      - memory: {limit: 600MiB}\n      - max_lifetime: {after: 1h}\n");
+  EXPECT_FALSE(reads_cpu()) << "nobody pays for it";
+  start();
+  busy_for(0);
+  busy_for(60000);
+  EXPECT_TRUE(warnings().empty());
+}
+
+TEST_F(UnseenRequestsTest, NeverWarnsWithoutCpuFigures) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start();
+  for (int i = 0; i < 100; ++i) {
+    now += 1s;
+    sampled(sample());
+  }
+  EXPECT_TRUE(warnings().empty());
+}
+
 }  // namespace
 }  // namespace recycler::engine
