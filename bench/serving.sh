@@ -125,7 +125,9 @@ recycler_config() {  # ROW
     d | e)
       listen="    listen: [\"127.0.0.1:$PORT\"]"
       policies+=$'\n'"      - max_lifetime: {after: 5s}"
-      [[ $1 = e ]] && recycle="    recycle: {mode: surge, ready_timeout: 60s}"
+      # gunicorn's master says READY=1 before it forks; its workers say it
+      # once they have loaded the app (SERVE_READY): wait for one of those.
+      [[ $1 = e ]] && recycle="    recycle: {mode: surge, ready_from: child, ready_timeout: 60s}"
       ;;
   esac
   cat <<YAML
@@ -163,23 +165,6 @@ start_server() {  # ROW
   esac
   PID=$!
 }
-
-# Rows (d) and (e) need a recycler that knows `listen:` and `recycle:` (issue
-# 12): skipped, with check's reason, when this one does not.
-RUN_ROWS=
-for row in $ROWS; do
-  if [[ $row = d || $row = e ]]; then
-    RUN_DIR=$TMP/check-$row PORT=1  # a placeholder: check binds nothing
-    mkdir -p "$RUN_DIR"
-    recycler_config "$row" >"$RUN_DIR/recycler.yaml"
-    if ! why=$("$BIN" check -c "$RUN_DIR/recycler.yaml" 2>&1); then
-      echo "serving.sh: row $row skipped: this recycler does not take its config: $(grep -m1 error: <<<"$why")" >&2
-      continue
-    fi
-  fi
-  RUN_ROWS+="${RUN_ROWS:+ }$row"
-done
-ROWS=$RUN_ROWS
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "serving benchmark: $RUNS run(s) of ${DURATION}s per row, rows: $ROWS; $(nproc) CPUs, load $LOAD_BEFORE" >&2

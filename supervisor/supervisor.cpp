@@ -295,6 +295,9 @@ bool Supervisor::create_workers(Program& program) {
   // Bound before any worker starts, as root; those a reload keeps stay open.
   if (!cfg.listen.empty() || program.sockets) {
     listen::Binder binder(inherited_);
+    std::vector<const listen::Socket*> had;
+    if (program.sockets)
+      for (const auto& socket : program.sockets->sockets()) had.push_back(socket.get());
     auto bound = binder.bind(cfg.listen, program.sockets.get());
     if (!bound) {
       log::error("{}: {}", cfg.name, bound.error().message);
@@ -303,6 +306,7 @@ bool Supervisor::create_workers(Program& program) {
     program.sockets = cfg.listen.empty() ? nullptr : std::move(bound.value());
     for (size_t i = 0; program.sockets && i < program.sockets->sockets().size(); ++i) {
       const listen::Socket& socket = *program.sockets->sockets()[i];
+      if (std::find(had.begin(), had.end(), &socket) != had.end()) continue;  // kept, said before
       log::info("{}: listening on {} ({}fd {} in its workers, LISTEN_FDNAMES {})", cfg.name,
                 socket.spec.address(), socket.inherited ? "from systemd; " : "", 3 + i,
                 socket.spec.name);

@@ -14,6 +14,8 @@ import recycler_notify  # noqa: E402  (found through the path set just above)
 wsgi_app = "app:app"
 chdir = _here
 
+# Under recycler with `listen:` gunicorn takes the socket it is handed
+# (LISTEN_FDS) and ignores this.
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WORKERS", "3"))
 worker_class = "sync"
@@ -39,6 +41,14 @@ max_requests = 0
 def post_request(worker, req, environ, resp):
     # Runs in the worker process: the datagram carries the worker's own pid.
     recycler_notify.requests(1)
+
+
+def post_worker_init(worker):
+    # The app is loaded in this worker: it can serve. gunicorn's master says
+    # READY=1 itself, but before it forks any worker; with
+    # `recycle: {mode: surge, ready_from: child}` recycler waits for this one
+    # before it stops the old generation (gunicorn-surge.yaml).
+    recycler_notify.ready()
 
 
 def worker_exit(server, worker):

@@ -1,7 +1,11 @@
 // Real gunicorn (Debian's python3-gunicorn) under recycler: three sync
 // workers, each recycled by `max_requests` at its own jittered limit, counted
 // through the post_request notify hook of examples/gunicorn/gunicorn.conf.py.
-// gunicorn's master replaces each signalled worker; no request fails.
+// gunicorn's master replaces each signalled worker; no request fails. Then
+// whole-server recycles under concurrent load: with `listen:` (recycler holds
+// the socket, gunicorn takes it through LISTEN_FDS) a restart refuses no
+// connection, where one without it does; a surge serves throughout, and a
+// next generation that never becomes ready is stopped while the old serves on.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,53 +37,6 @@ bool have_gunicorn() {
   if (::access(kPython, X_OK) != 0) return false;
   std::string cmd = std::string(kPython) + " -c 'import gunicorn' >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
-}
-
-// A port nobody listens on right now (the kernel's choice).
-int free_port() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
-  socklen_t len = sizeof addr;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);
-}
-
-struct Response {
-  int status = 0;
-  std::string body;
-};
-
-// One HTTP/1.0 GET on a fresh connection; status 0 when it failed.
-Response get(int port, const std::string& path) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return {};
-  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size()))
-    return {};
-  timeval tv{10, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string raw;
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
-    if (n < 0) return {};
-    if (n == 0) break;
-    raw.append(buf, static_cast<size_t>(n));
-  }
-  Response r;
-  if (raw.rfind("HTTP/1.", 0) != 0 || raw.size() < 12) return {};
-  r.status = std::atoi(raw.c_str() + 9);
-  size_t body = raw.find("\r\n\r\n");
-  if (body != std::string::npos) r.body = raw.substr(body + 4);
-  return r;
 }
 
 pid_t served_by(const Response& r) {
@@ -179,6 +136,137 @@ TEST(Gunicorn, EachWorkerIsRecycledAtItsDrawnRequestLimitWithoutAFailedRequest) 
   EXPECT_TRUE(process_exists(master));
   EXPECT_GE(order.size(), decided.size());
 
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  EXPECT_TRUE(wait_gone(master));
+}
+
+// bench/serving's gunicorn settings: 2 sync workers, env knobs (SERVE_BIND,
+// SERVE_READY: READY=1 from each worker once it has loaded the app).
+std::string serving_program(int port, bool listen, const std::string& extra) {
+  std::string dir = repo() + "/bench/serving";
+  std::string yaml = R"(  web:
+    command: [")" + std::string(kPython) +
+                     R"(", "-m", "gunicorn", "-c", ")" + dir + R"(/gunicorn.conf.py"]
+    env: {SERVE_ACCESS_LOG: /dev/null, SERVE_BIND: "127.0.0.1:)" +
+                     std::to_string(port) + R"(", SERVE_READY: "1"}
+    stop: {timeout: 10s}
+)";
+  if (listen) yaml += "    listen: [\"127.0.0.1:" + std::to_string(port) + "\"]\n";
+  return yaml + extra;
+}
+
+// Whole-server restarts every 2 s under 4 clients: how many requests failed.
+int failures_across_restarts(bool listen) {
+  Sandbox sb;
+  int port = free_port();
+  EXPECT_GT(port, 0);
+  std::string cfg =
+      sb.write("r.yaml", config_yaml(sb, serving_program(port, listen, R"(    policies:
+      - max_lifetime: {after: 2s}
+)")));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for_count("Booting worker with pid", 2, scaled(30s)));
+  Load load(port, 4);
+  EXPECT_TRUE(load.served_more(20, r, scaled(20s)));
+  // Two restarts, each followed by requests served by the new server.
+  EXPECT_TRUE(r.wait_for_count("web[0] started: pid", 3, scaled(30s))) << r.output();
+  EXPECT_TRUE(load.served_more(50, r, scaled(20s))) << r.output();
+  load.finish();
+  EXPECT_GE(r.count("recycle: up"), 2u);
+  if (listen) {
+    EXPECT_EQ(r.count("web: listening on 127.0.0.1:" + std::to_string(port)), 1u)
+        << "bound once, kept across every restart";
+  }
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  return load.failed();
+}
+
+TEST(GunicornListen, AWholeServerRestartRefusesNoConnectionWithListen) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (!have_gunicorn()) GTEST_SKIP() << "Debian's python3-gunicorn is not installed";
+  // Without listen: the port is closed between the old server's exit and the
+  // new one's bind: connections are refused.
+  EXPECT_GT(failures_across_restarts(false), 0);
+  // With it, they wait in recycler's socket's backlog.
+  EXPECT_EQ(failures_across_restarts(true), 0);
+}
+
+TEST(GunicornListen, ASurgeServesThroughEveryRecycle) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (!have_gunicorn()) GTEST_SKIP() << "Debian's python3-gunicorn is not installed";
+  Sandbox sb;
+  int port = free_port();
+  ASSERT_GT(port, 0);
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(
+          sb, serving_program(port, true,
+                              R"(    recycle: {mode: surge, ready_from: child, ready_timeout: 30s}
+    policies:
+      - max_lifetime: {after: 2s}
+)")));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto first = r.wait_for("web[0] started: pid");
+  ASSERT_TRUE(first);
+  pid_t master = started_pid(*first);
+  ASSERT_TRUE(r.wait_for_count("Booting worker with pid", 2, scaled(30s)));
+  Load load(port, 4);
+  ASSERT_TRUE(load.served_more(20, r, scaled(20s)));
+  // Each surge: the next generation starts, a worker of it says READY=1, then
+  // the old one stops; twice.
+  ASSERT_TRUE(r.wait_for_count("ready after", 2, scaled(40s))) << r.output();
+  ASSERT_TRUE(r.wait_for_count("(retiring) exited with status 0", 2, scaled(30s))) << r.output();
+  ASSERT_TRUE(load.served_more(50, r, scaled(20s)));
+  load.finish();
+  EXPECT_EQ(load.failed(), 0) << "of " << load.ok() + load.failed();
+  EXPECT_EQ(r.count("surge: generation"), r.count("ready after")) << "every surge succeeded";
+  EXPECT_EQ(r.count("web[0] started: pid"), 1u) << "a surge is no restart";
+  EXPECT_TRUE(wait_gone(master)) << "the first generation was stopped";
+  // The old generation's cgroup is gone; the slot lives in the other one now.
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+}
+
+TEST(GunicornListen, ANextGenerationThatIsNeverReadyIsStoppedWhileTheOldServesOn) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (!have_gunicorn()) GTEST_SKIP() << "Debian's python3-gunicorn is not installed";
+  Sandbox sb;
+  int port = free_port();
+  ASSERT_GT(port, 0);
+  // The workers never say READY=1 (SERVE_READY unset), and the arbiter's own
+  // does not count with ready_from: child.
+  std::string program = serving_program(
+      port, true, R"(    recycle: {mode: surge, ready_from: child, ready_timeout: 2s}
+    restart: {backoff: {initial: 30s, max: 60s}}
+    policies:
+      - max_lifetime: {after: 2s}
+)");
+  program.replace(program.find(", SERVE_READY: \"1\""), std::string(", SERVE_READY: \"1\"").size(),
+                  "");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, program));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto first = r.wait_for("web[0] started: pid");
+  ASSERT_TRUE(first);
+  pid_t master = started_pid(*first);
+  ASSERT_TRUE(r.wait_for_count("Booting worker with pid", 2, scaled(30s)));
+  Load load(port, 4);
+  ASSERT_TRUE(load.served_more(20, r, scaled(20s)));
+  std::smatch m;
+  ASSERT_TRUE(
+      r.wait_for(std::regex(R"(surge: generation 2 \(pid (\d+)\) starting)"), &m, scaled(20s)))
+      << r.output();
+  pid_t next = std::stoi(m[1].str());
+  ASSERT_TRUE(r.wait_for("surge: generation 2 sent no READY=1 within 2s", scaled(20s)))
+      << r.output();
+  EXPECT_TRUE(wait_gone(next, scaled(15s))) << "the next generation was stopped";
+  ASSERT_TRUE(load.served_more(50, r, scaled(20s)));
+  load.finish();
+  EXPECT_EQ(load.failed(), 0);
+  EXPECT_TRUE(process_exists(master)) << "the old generation serves on";
+  EXPECT_EQ(r.count("ready after"), 0u);
+  EXPECT_EQ(r.count("generation 1 (pid " + std::to_string(master) + ") serves on"), 1u);
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(20s), 0);
   EXPECT_TRUE(wait_gone(master));

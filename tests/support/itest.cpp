@@ -1,8 +1,10 @@
 #include "tests/support/itest.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -111,6 +113,11 @@ std::string recycler_bin() {
 std::string leaky_bin() {
   const char* e = std::getenv("RECYCLER_LEAKY_BIN");
   return e && *e ? e : RECYCLER_LEAKY_BIN_DEFAULT;
+}
+
+std::string listen_server_bin() {
+  const char* e = std::getenv("RECYCLER_LISTEN_SERVER_BIN");
+  return e && *e ? e : RECYCLER_LISTEN_SERVER_DEFAULT;
 }
 
 std::string fake_nvml_lib() {
@@ -543,6 +550,73 @@ std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                             : "";
   return "cgroup_root: " + sandbox.cgroup_root() + "\n" + control + extra_top_level +
          "programs:\n" + programs;
+}
+
+int free_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  socklen_t len = sizeof addr;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+Response get(int port, const std::string& path) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return {};
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size()))
+    return {};
+  timeval tv{10, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string raw;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n < 0) return {};
+    if (n == 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+  }
+  Response r;
+  if (raw.rfind("HTTP/1.", 0) != 0 || raw.size() < 12) return {};
+  r.status = std::atoi(raw.c_str() + 9);
+  size_t body = raw.find("\r\n\r\n");
+  if (body != std::string::npos) r.body = raw.substr(body + 4);
+  return r;
+}
+
+Load::Load(int port, int threads) {
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this, port] {
+      while (!stop_) {
+        Response r = get(port, "/");
+        (r.status == 200 ? ok_ : failed_)++;
+        if (r.status != 200 && !stop_) std::this_thread::yield();
+      }
+    });
+}
+
+void Load::finish() {
+  stop_ = true;
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+bool Load::served_more(int n, Recycler& r, Millis timeout) {
+  int target = ok_ + n;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (ok_ < target) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    r.read_some(50ms);
+  }
+  return true;
 }
 
 }  // namespace recycler::testing

@@ -9,10 +9,12 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "supervisor/cgroup/cgroup.h"
@@ -30,8 +32,9 @@ using Millis = std::chrono::milliseconds;
 // `base` scaled by RECYCLER_TEST_TIME_SCALE.
 Millis scaled(Millis base);
 
-std::string recycler_bin();  // RECYCLER_BIN, else the build tree's
-std::string leaky_bin();     // RECYCLER_LEAKY_BIN, else the build tree's
+std::string recycler_bin();       // RECYCLER_BIN, else the build tree's
+std::string leaky_bin();          // RECYCLER_LEAKY_BIN, else the build tree's
+std::string listen_server_bin();  // RECYCLER_LISTEN_SERVER_BIN, else the build tree's
 // The fake NVML driver (tests/support/fake_nvml): RECYCLER_FAKE_NVML, else the build tree's.
 std::string fake_nvml_lib();
 // Debian's python3 for the example workers written in Python: RECYCLER_PYTHON
@@ -135,8 +138,10 @@ class Recycler {
   // Waits for exit and returns the exit code; -1 (and a test failure) otherwise.
   int exit_code(Millis timeout = 10s);
 
- private:
+  // Waits up to `timeout` for output and reads what came; false when none did.
   bool read_some(Millis timeout);
+
+ private:
   std::optional<std::string> scan(const std::function<bool(const std::string&)>& match);
 
   pid_t pid_ = -1;
@@ -204,5 +209,38 @@ std::string leaking_neighbour();
 // Checks that each of its recycles in `r`'s log came in time (below 96 MiB,
 // half a second of leaking past the limit); how many there were.
 size_t neighbour_recycles_in_time(const Recycler& r);
+
+// --- HTTP on 127.0.0.1, for the serving tests ---
+
+// A port nobody listens on right now (the kernel's choice); -1 on failure.
+int free_port();
+
+struct Response {
+  int status = 0;  // 0: the request failed (refused, reset, timed out)
+  std::string body;
+};
+// One HTTP/1.0 GET to 127.0.0.1:PORT on a fresh connection (10 s to answer).
+Response get(int port, const std::string& path);
+
+// Clients on `threads` threads, each sending the next GET as soon as the last
+// one ended, until finish(): what a server under steady load sees.
+class Load {
+ public:
+  Load(int port, int threads);
+  ~Load() { finish(); }
+  Load(const Load&) = delete;
+  Load& operator=(const Load&) = delete;
+  void finish();
+  int ok() const { return ok_; }
+  int failed() const { return failed_; }
+  // Waits (reading `r`'s output meanwhile) until `n` more requests than now
+  // have succeeded: the server answers again. False after `timeout`.
+  bool served_more(int n, Recycler& r, Millis timeout);
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ok_{0}, failed_{0};
+  std::vector<std::thread> threads_;
+};
 
 }  // namespace recycler::testing
