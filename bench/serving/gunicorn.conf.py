@@ -7,7 +7,8 @@
 #   SERVE_ACCESS_LOG  one line per request with the worker's pid ("<1234>")
 #   SERVE_ERROR_LOG   gunicorn's own log ("Booting worker", "Autorestarting")
 #   SERVE_COUNT=1     report each request to recycler (post_request hook,
-#                     examples/python/recycler_notify.py)
+#                     examples/python/recycler_notify.py), and STOPPING=1 once
+#                     a recycled worker has left its accept loop (worker_exit)
 #   SERVE_READY=1     send READY=1 once a worker has loaded the app
 import os
 import sys
@@ -34,6 +35,11 @@ if os.environ.get("SERVE_COUNT") == "1":
 
     def post_request(worker, req, environ, resp):
         recycler_notify.requests(1)
+
+    # As examples/gunicorn/gunicorn.conf.py: a recycled worker says it has
+    # left its accept loop, so the next one due need not wait for its exit.
+    def worker_exit(server, worker):
+        recycler_notify.stopping()
 
 
 if os.environ.get("SERVE_READY") == "1":

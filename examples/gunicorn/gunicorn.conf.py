@@ -27,7 +27,7 @@ timeout = 30
 # One line per request with the serving worker's pid (%(p)s prints "<1234>"):
 # recycler can count requests from this log instead, with
 # `requests: {pattern: '<(?<pid>\d+)> "'}` (then drop post_request below).
-accesslog = "-"
+accesslog = os.environ.get("ACCESS_LOG", "-")
 access_log_format = '%(h)s %(p)s "%(r)s" %(s)s %(b)s %(M)sms'
 
 # gunicorn's own max_requests/max_requests_jitter stay off: recycler does the
