@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/close_range.h>
 #include <pwd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -146,6 +147,10 @@ void child_setup(const ChildPlan& plan) {
       ::dup2(plan.stderr_fd, 2) < 0)
     fail(plan, Step::Stdio);
   if (!place_listen_fds(plan)) fail(plan, Step::ListenFds);
+  // Nothing else reaches the program: an fd recycler itself inherited without
+  // close-on-exec (from whatever started it) is closed by the exec.
+  ::close_range(kFirstListenFd + static_cast<unsigned>(plan.listen_fds.size()), ~0U,
+                CLOSE_RANGE_CLOEXEC);
   if (plan.set_groups && ::setgroups(plan.groups.size(), plan.groups.data()) != 0)
     fail(plan, Step::Groups);
   if (plan.gid && ::setgid(*plan.gid) != 0) fail(plan, Step::Gid);
