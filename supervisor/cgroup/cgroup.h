@@ -1,8 +1,8 @@
 // Worker cgroups, v1 and v2. The mode is detected once; worker cgroups live at
-// <root>/<program>/<slot> (and <slot>.b, during and after a surge), created through libcgroup with the program's
-// limits; a child joins its cgroup between fork and exec by writing "0" to the
-// join fds. Without permission to create cgroups, a fallback tracks each worker
-// by its session (the child calls setsid) and enforces nothing.
+// <root>/<program>/<slot> (and <slot>.b, during and after a surge), created through libcgroup with
+// the program's limits; a child joins its cgroup between fork and exec by writing "0" to the join
+// fds. Without permission to create cgroups, a fallback tracks each worker by its session (the
+// child calls setsid) and enforces nothing.
 //
 // Filesystem locations are data (Paths), never constants past this seam, so
 // detection can be tested against fixture trees.
