@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 namespace recycler::listen {
 namespace {
@@ -38,18 +40,18 @@ std::string local_address(int fd) {
   if (ss.ss_family == AF_INET) {
     auto* in = reinterpret_cast<sockaddr_in*>(&ss);
     ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+    return fmt::format("{}:{}", host, ntohs(in->sin_port));
   }
   if (ss.ss_family == AF_INET6) {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    return fmt::format("[{}]:{}", host, ntohs(in6->sin6_port));
   }
   if (ss.ss_family == AF_UNIX) {
     auto* un = reinterpret_cast<sockaddr_un*>(&ss);
     size_t n = len > offsetof(sockaddr_un, sun_path) ? len - offsetof(sockaddr_un, sun_path) : 0;
-    std::string path(un->sun_path, ::strnlen(un->sun_path, n));
-    return path.empty() ? "" : "unix:" + path;
+    std::string_view path(un->sun_path, ::strnlen(un->sun_path, n));
+    return path.empty() ? std::string() : fmt::format("unix:{}", path);
   }
   return "";
 }
