@@ -48,7 +48,6 @@ class Set {
   // What a worker's environment gets: LISTEN_FDS and LISTEN_FDNAMES (spawn
   // adds LISTEN_PID, which only the child knows). Empty for an empty set.
   std::vector<std::pair<std::string, std::string>> environment() const;
-  bool empty() const { return sockets_.empty(); }
 
  private:
   friend class Binder;
@@ -69,7 +68,6 @@ class Inherited {
   UniqueFd take(const config::ListenSocket& spec);
   // Those no `listen:` entry asked for, closed (their names, for a warning).
   std::vector<std::string> close_unused();
-  size_t size() const { return fds_.size(); }
 
  private:
   struct Entry {

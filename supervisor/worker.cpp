@@ -577,12 +577,7 @@ void Worker::begin_surge() {
   if (!cg) {
     log::warn("{}: cannot create a cgroup for its next generation ({}); recycling it by restart",
               name_, cg.error().message);
-    RecycleCause cause = std::move(*surge_cause_);
-    surge_cause_.reset();
-    set_phase(StopPhase::None);
-    recycle_delay_ = Duration{0};
-    cause_ = std::move(cause);
-    send_stop_signal(StopPhase::Recycling);
+    restart_instead();
     return;
   }
   auto side = std::make_unique<Side>();
@@ -630,6 +625,17 @@ void Worker::begin_surge() {
       surge_failed(fmt::format("sent no READY=1 within {} (recycle.ready_timeout)",
                                format_duration(program_->recycle.ready_timeout)));
     });
+}
+
+// The surge asked for becomes a recycle by restart, with its cause.
+void Worker::restart_instead() {
+  RecycleCause cause = std::move(*surge_cause_);
+  surge_cause_.reset();
+  set_phase(StopPhase::None);
+  if (state_ != WorkerState::Running) return;
+  recycle_delay_ = Duration{0};
+  cause_ = std::move(cause);
+  send_stop_signal(StopPhase::Recycling);
 }
 
 void Worker::notified_ready(pid_t pid) {
@@ -713,13 +719,7 @@ void Worker::surge_failed(const std::string& why) {
         {{"program", program_->name}, {"slot", slot_}, {"error", std::string("crash loop")}});
     surge_failures_.reset();
     surge_timer_.reset();
-    RecycleCause cause = std::move(*surge_cause_);
-    surge_cause_.reset();
-    set_phase(StopPhase::None);
-    if (state_ != WorkerState::Running) return;
-    recycle_delay_ = Duration{0};
-    cause_ = std::move(cause);
-    send_stop_signal(StopPhase::Recycling);
+    restart_instead();
     return;
   }
   std::uniform_real_distribution<double> unit(0.0, 1.0);

@@ -223,6 +223,7 @@ class Worker {
   void begin_surge();
   void surge_ready(const std::string& how);
   void surge_failed(const std::string& why);
+  void restart_instead();
   void stop_side(Side& side, int signal);
   void side_exited(std::unique_ptr<Side>& side, const char* which, ExitStatus status);
   void drain_side(std::unique_ptr<Side>* side, TimePoint deadline);
