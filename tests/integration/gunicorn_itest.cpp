@@ -60,9 +60,6 @@ TEST(Gunicorn, EachWorkerIsRecycledAtItsDrawnRequestLimitWithoutAFailedRequest) 
                                                            R"(/gunicorn.conf.py", "--chdir", ")" +
                                                            dir + R"(", "app:app"]
     env: {BIND: "127.0.0.1:)" + std::to_string(port) + R"(", WORKERS: "3"}
-    # All three may be replaced at once: a worker waiting its turn would go on
-    # serving past its limit, and this test checks each stops at its own.
-    max_concurrent_recycles: 3
     policies:
       - max_requests: {limit: 50, jitter: 10, scope: process}
     stop: {timeout: 10s}
@@ -91,7 +88,7 @@ TEST(Gunicorn, EachWorkerIsRecycledAtItsDrawnRequestLimitWithoutAFailedRequest) 
 
   // Every decision the policy took: which pid, at how many requests, at what limit.
   static const std::regex kRecycle(
-      R"(web\[0\] recycle pid (\d+): (\d+) requests >= limit (\d+) \(50 \+ jitter (\d+)\))");
+      R"(web\[0\] recycle pid (\d+): (\d+) requests >= limit (\d+) \((?:50 \+ jitter \d+\) \()?max_requests policy)");
   auto recycles = [&] {
     std::map<pid_t, std::pair<int, int>> out;  // pid -> (count, limit)
     for (const std::string& line : r.lines()) {
@@ -145,16 +142,17 @@ TEST(Gunicorn, EachWorkerIsRecycledAtItsDrawnRequestLimitWithoutAFailedRequest) 
 
 // bench/serving's gunicorn settings: 2 sync workers, env knobs (SERVE_BIND,
 
-// Under concurrent load and the default max_concurrent_recycles (1), every
-// recycled worker serves at most a little more than its drawn limit, counted
-// from gunicorn's own access log, not from recycler's figures. Issue 12 asks
-// for + 5; most recycles stay within + 2, but now and then recycler reads the
-// report that reached the limit some 15 ms late, behind a backlog of later
-// ones (its "exited after its recycle" count agrees with the access log), and
-// the worker has served up to + 23 by then. Before the fix of issue 12 such
-// workers served 2-7 times their limit. kSlack is today's bound, with margin.
+// Under concurrent load with default settings, every recycled worker serves
+// at most its drawn limit + 5, counted from gunicorn's own access log, not
+// from recycler's figures. A worker goes on serving between the report that
+// reached its limit and its SIGTERM handler: recycler's part is some 0.3 ms,
+// the worker's own (Python runs the handler between two bytecodes, once it has
+// the CPU) up to a few ms on a loaded machine. So the load's requests take
+// 1 ms each (/work?ms=1), as a view that waits on its database; an empty view
+// served 10 requests a millisecond to one worker and overshot by up to 10.
+// Before issue 12, workers served 2-7 times their limit.
 TEST(Gunicorn, UnderConcurrentLoadEachRecycledWorkerServesAtMostItsLimitAndAFew) {
-  constexpr int kSlack = 40;
+  constexpr int kSlack = 5;
   RECYCLER_REQUIRE_CGROUPS();
   if (!have_gunicorn()) GTEST_SKIP() << "Debian's python3-gunicorn is not installed";
   Sandbox sb;
@@ -174,20 +172,20 @@ TEST(Gunicorn, UnderConcurrentLoadEachRecycledWorkerServesAtMostItsLimitAndAFew)
   Recycler r({"run", "-c", cfg}, sb);
   ASSERT_TRUE(r.wait_for_count("Booting worker with pid", 3, scaled(30s)));
   {
-    Load load(port, 4);
+    Load load(port, 4, "/work?ms=1");
     ASSERT_TRUE(r.wait_for_count("exited after its recycle", 9, scaled(60s))) << r.output();
     load.finish();
     EXPECT_EQ(load.failed(), 0);
   }
   // pid -> the limit drawn for it, and the count recycler signalled it at.
   static const std::regex kRecycle(
-      R"(web\[0\] recycle pid (\d+): (\d+) requests >= limit (\d+) \(100 \+ jitter \d+\))");
+      R"(web\[0\] recycle pid (\d+): (\d+) requests >= limit (\d+) \((?:100 \+ jitter \d+\) \()?max_requests policy)");
   std::map<pid_t, int> limit;
   for (const std::string& line : r.lines()) {
     std::smatch m;
     if (std::regex_search(line, m, kRecycle)) limit[std::stoi(m[1].str())] = std::stoi(m[3].str());
   }
-  ASSERT_GE(limit.size(), 9u);
+  ASSERT_GE(limit.size(), 9u) << r.output();
   // gunicorn writes its access log line per request, with the worker's pid.
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(20s), 0);

@@ -592,11 +592,11 @@ Response get(int port, const std::string& path) {
   return r;
 }
 
-Load::Load(int port, int threads) {
+Load::Load(int port, int threads, std::string path) {
   for (int i = 0; i < threads; ++i)
-    threads_.emplace_back([this, port] {
+    threads_.emplace_back([this, port, path] {
       while (!stop_) {
-        Response r = get(port, "/");
+        Response r = get(port, path);
         (r.status == 200 ? ok_ : failed_)++;
         if (r.status != 200 && !stop_) std::this_thread::yield();
       }

@@ -222,11 +222,11 @@ struct Response {
 // One HTTP/1.0 GET to 127.0.0.1:PORT on a fresh connection (10 s to answer).
 Response get(int port, const std::string& path);
 
-// Clients on `threads` threads, each sending the next GET as soon as the last
-// one ended, until finish(): what a server under steady load sees.
+// Clients on `threads` threads, each sending the next GET `path` as soon as
+// the last one ended, until finish(): what a server under steady load sees.
 class Load {
  public:
-  Load(int port, int threads);
+  Load(int port, int threads, std::string path = "/");
   ~Load() { finish(); }
   Load(const Load&) = delete;
   Load& operator=(const Load&) = delete;
