@@ -4,13 +4,13 @@
 
 namespace recycler::policies {
 
-RecycleQueue::RecycleQueue(unsigned max_concurrent) : max_(std::max(1u, max_concurrent)) {}
+RecycleQueue::RecycleQueue(unsigned max_concurrent) : max_(max_concurrent) {}
 
 RecycleQueue::Admit RecycleQueue::request(RecycleKey key) {
   if (in_flight(key)) return Admit::AlreadyInFlight;
   if (queued(key)) return Admit::AlreadyQueued;
   // Keys already waiting go first, even when a lowered cap has room again.
-  if (waiting_.empty() && in_flight_.size() < max_) {
+  if (waiting_.empty() && has_room()) {
     in_flight_.push_back(key);
     return Admit::Now;
   }
@@ -40,12 +40,12 @@ bool RecycleQueue::queued(RecycleKey key) const {
 }
 
 void RecycleQueue::set_max_concurrent(unsigned max_concurrent) {
-  max_ = std::max(1u, max_concurrent);
+  max_ = max_concurrent;
 }
 
 std::vector<RecycleKey> RecycleQueue::admit() {
   std::vector<RecycleKey> now;
-  while (!waiting_.empty() && in_flight_.size() < max_) {
+  while (!waiting_.empty() && has_room()) {
     in_flight_.push_back(waiting_.front());
     now.push_back(waiting_.front());
     waiting_.pop_front();

@@ -23,11 +23,11 @@ struct RecycleKey {
   bool operator==(const RecycleKey&) const = default;
 };
 
-// At most `max_concurrent` recycles of one program in flight; the rest wait in
-// FIFO order, each key at most once. A cap of 0 is taken as 1: no cap at all
-// would stall every recycle.
+// At most `max_concurrent` recycles in flight; the rest wait in FIFO order,
+// each key at most once. A cap of kNoCap admits every key at once.
 class RecycleQueue {
  public:
+  static constexpr unsigned kNoCap = 0;
   explicit RecycleQueue(unsigned max_concurrent);
 
   enum class Admit { Now, Queued, AlreadyInFlight, AlreadyQueued };
@@ -44,12 +44,14 @@ class RecycleQueue {
   bool queued(RecycleKey key) const;
   size_t in_flight_count() const { return in_flight_.size(); }
   size_t waiting() const { return waiting_.size(); }
+  unsigned max_concurrent() const { return max_; }  // kNoCap: none
   // Recycles already in flight carry on under a lower cap; the next finish()
   // admits up to a higher one.
   void set_max_concurrent(unsigned max_concurrent);
 
  private:
   std::vector<RecycleKey> admit();
+  bool has_room() const { return max_ == kNoCap || in_flight_.size() < max_; }
 
   unsigned max_;
   std::vector<RecycleKey> in_flight_;

@@ -231,6 +231,11 @@ struct ProgramConfig {
   std::vector<PolicyConfig> policies;
   Duration sample_interval = 1s;         // how often policies see a fresh Sample
   unsigned max_concurrent_recycles = 1;  // per program: capacity never drops all at once
+  // Processes of the program signalled by a process-scope policy and not yet
+  // out of service, at once. 0: no cap: each process goes at its limit, as
+  // with gunicorn's own max_requests (its master replaces each one); a cap
+  // makes a process over its limit serve on while it waits its turn.
+  unsigned max_concurrent_process_recycles = 0;
   // A replacement that trips the same memory/thread policy sooner than this
   // after starting is in a recycle loop: its restarts back off.
   Duration min_uptime = 5s;

@@ -128,6 +128,7 @@ constexpr std::string_view kProgramKeys[] = {"command",
                                              "requests",
                                              "sample_interval",
                                              "max_concurrent_recycles",
+                                             "max_concurrent_process_recycles",
                                              "min_uptime",
                                              "checkpoint",
                                              "timeline",
@@ -1082,6 +1083,8 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   }
   if (auto* v = map->get("max_concurrent_recycles"))
     set(p.max_concurrent_recycles, read_integer(*v, 1, kMaxInstances, r));
+  if (auto* v = map->get("max_concurrent_process_recycles"))
+    set(p.max_concurrent_process_recycles, read_integer(*v, 0, 65536, r));
   if (auto* v = map->get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map->find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
   if (auto* v = map->find("timeline")) parse_timeline(*v, base, p, r);

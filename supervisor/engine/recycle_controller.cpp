@@ -18,7 +18,8 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
                                      unsigned slots, Clock clock)
     : program_(std::move(program)),
       now_(std::move(clock)),
-      queue_(program_->max_concurrent_recycles) {
+      queue_(program_->max_concurrent_recycles),
+      process_queue_(program_->max_concurrent_process_recycles) {
   for (const config::PolicyConfig& p : program_->policies) {
     if (!request_policy_ && (p.policy->needs() & policies::kNeedsRequests))
       request_policy_ = policies_.size();
@@ -113,6 +114,7 @@ void RecycleController::run_ended(unsigned slot, RunEnd how, bool recycled,
       for (auto it = signalled_.begin(); it != signalled_.end();)
         it = it->second.slot == slot ? signalled_.erase(it) : std::next(it);
       admit(queue_.forget_slot(slot));
+      admit(process_queue_.forget_slot(slot));
       break;
   }
 }
@@ -254,8 +256,9 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
     return restart(slot, policy, cause_text(policy, decision), false);
   }
   // Already under way or waiting: a policy fires on every sample until then.
-  if (queue_.in_flight(key) || queue_.queued(key) || (signal && signalled_.count(key.pid))) return;
-  switch (queue_.request(key)) {
+  policies::RecycleQueue& queue = queue_of(key);
+  if (queue.in_flight(key) || queue.queued(key) || (signal && signalled_.count(key.pid))) return;
+  switch (queue.request(key)) {
     case policies::RecycleQueue::Admit::Now:
       carry_out(slot, policy, decision);
       break;
@@ -263,7 +266,7 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
       log(LogLevel::Info,
           fmt::format("{} recycle{} waits its turn ({} of at most {} under way): {} ({} policy)",
                       name(slot), signal ? " pid " + std::to_string(key.pid) : std::string(),
-                      queue_.in_flight_count(), program_->max_concurrent_recycles, decision.reason,
+                      queue.in_flight_count(), queue.max_concurrent(), decision.reason,
                       policy_name(policy)));
       waiting_[{key.slot, key.pid}] = Waiting{policy, std::move(decision), run.generation};
       break;
@@ -486,7 +489,7 @@ void RecycleController::forget_process(RecycleKey key) {
 }
 
 void RecycleController::finished(RecycleKey key) {
-  admit(queue_.finish(key));
+  admit(queue_of(key).finish(key));
 }
 
 void RecycleController::admit(const std::vector<RecycleKey>& keys) {

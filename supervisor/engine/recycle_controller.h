@@ -17,8 +17,9 @@
 //     sample (their `for:` clocks must run), then the first whole-worker
 //     decision wins over process-scope ones; while a checkpoint is under way
 //     only a restart changes anything, and it overtakes the checkpoint;
-//   - the program's RecycleQueue (at most max_concurrent_recycles under way,
-//     the rest wait in turn) and each slot's RecycleLoopGuard;
+//   - the program's RecycleQueues (at most max_concurrent_recycles whole
+//     workers and max_concurrent_process_recycles processes under way, the
+//     rest wait in turn) and each slot's RecycleLoopGuard;
 //   - the checkpoint protocol: ask, then restart with RECYCLER_RESUME=1 once
 //     it is confirmed (RECYCLER_CHECKPOINTED=1) or the worker exits cleanly
 //     (Worker), or without it after checkpoint.timeout (on_timeout: restart),
@@ -310,7 +311,13 @@ class RecycleController {
   std::optional<size_t> request_policy_;
   bool requests_seen_ = false;
   bool warned_unseen_requests_ = false;
+  // Whole-worker recycles (max_concurrent_recycles) and process-scope ones
+  // (max_concurrent_process_recycles), each under its own cap.
   policies::RecycleQueue queue_;
+  policies::RecycleQueue process_queue_;
+  policies::RecycleQueue& queue_of(policies::RecycleKey key) {
+    return key.pid ? process_queue_ : queue_;
+  }
   std::vector<Slot> slots_;
   std::map<std::pair<unsigned, pid_t>, Waiting> waiting_;
   std::map<pid_t, InFlight> signalled_;

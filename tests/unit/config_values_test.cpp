@@ -452,6 +452,7 @@ TEST(Recycling, DefaultsSampleEverySecondOneRecycleAtATime) {
 )");
   EXPECT_EQ(p.sample_interval, 1s);
   EXPECT_EQ(p.max_concurrent_recycles, 1u);
+  EXPECT_EQ(p.max_concurrent_process_recycles, 0u) << "no cap";
   EXPECT_EQ(p.min_uptime, 5s);
   EXPECT_FALSE(p.requests);
 }
@@ -462,11 +463,13 @@ TEST(Recycling, ProgramKeysAreRead) {
     command: [/bin/true]
     sample_interval: 250ms
     max_concurrent_recycles: 2
+    max_concurrent_process_recycles: 1
     min_uptime: 30s
     requests: {pattern: '"(GET|POST) '}
 )");
   EXPECT_EQ(p.sample_interval, 250ms);
   EXPECT_EQ(p.max_concurrent_recycles, 2u);
+  EXPECT_EQ(p.max_concurrent_process_recycles, 1u);
   EXPECT_EQ(p.min_uptime, 30s);
   ASSERT_TRUE(p.requests);
   EXPECT_EQ(p.requests->pattern, "\"(GET|POST) ");
@@ -480,13 +483,16 @@ TEST(Recycling, BadValuesAreErrorsWithTheirPosition) {
     sample_interval: 1ms
     max_concurrent_recycles: 0
     requests: {pattern: '(GET'}
+    max_concurrent_process_recycles: -1
 )"),
       ElementsAre("test.yaml:4:22: error: programs.api.sample_interval: 1ms is too short; "
                   "at least 10ms",
                   "test.yaml:5:30: error: programs.api.max_concurrent_recycles: 0 is out of "
                   "range; expected an integer from 1 to 1024",
                   "test.yaml:6:25: error: programs.api.requests.pattern: invalid pattern "
-                  "\"(GET\": missing closing parenthesis at offset 4"));
+                  "\"(GET\": missing closing parenthesis at offset 4",
+                  "test.yaml:7:38: error: programs.api.max_concurrent_process_recycles: -1 is "
+                  "out of range; expected an integer from 0 to 65536"));
 }
 
 TEST(Recycling, APercentageLimitNeedsMemoryMax) {

@@ -118,22 +118,73 @@ TEST_F(ControllerTest, EveryPolicySeesEverySampleThenTheWholeWorkerDecisionWins)
   ASSERT_EQ(all<RecycleWorker>().size(), 1u);
 }
 
-TEST_F(ControllerTest, ProcessScopeRecyclesGoUpToTheCapAtOnce) {
+TEST_F(ControllerTest, ProcessScopeRecyclesAreNotCappedByDefault) {
+  // Each process goes at its limit, as with gunicorn's own max_requests:
+  // holding one back while another leaves makes it serve on past its limit.
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  start();
+  auto s = sample();
+  s.processes = {process(101, 300), process(102, 200), process(103, 150)};
+  // One process per policy and sample; the next sample finds the next one.
+  for (int i = 0; i < 3; ++i) {
+    sampled(s);
+    now += 1s;
+  }
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 3u);
+  EXPECT_EQ(signals[0].pid, 101);
+  EXPECT_EQ(signals[1].pid, 102);
+  EXPECT_EQ(signals[2].pid, 103);
+  EXPECT_EQ(signals[0].signal, SIGTERM);
+  EXPECT_FALSE(logged("waits its turn"));
+}
+
+TEST_F(ControllerTest, ProcessScopeRecyclesGoUpToTheirCapAtOnce) {
   make(
-      "    max_concurrent_recycles: 2\n"
+      "    max_concurrent_process_recycles: 2\n"
       "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
   start();
   auto s = sample();
-  s.processes = {process(101, 300), process(102, 200)};
-  sampled(s);
+  s.processes = {process(101, 300), process(102, 200), process(103, 150)};
+  for (int i = 0; i < 3; ++i) {
+    sampled(s);
+    now += 1s;
+  }
   controller->process_signalled(0, 101, Signalled::Sent);
-  now += 1s;
-  sampled(s);
+  controller->process_signalled(0, 102, Signalled::Sent);
+  take();
   auto signals = all<SignalProcess>();
   ASSERT_EQ(signals.size(), 2u);
   EXPECT_EQ(signals[0].pid, 101);
   EXPECT_EQ(signals[1].pid, 102);
-  EXPECT_EQ(signals[0].signal, SIGTERM);
+  EXPECT_TRUE(logged("app[0] recycle pid 103 waits its turn (2 of at most 2 under way)"));
+  controller->process_left(0, 102);
+  take();
+  signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 3u);
+  EXPECT_EQ(signals[2].pid, 103);
+}
+
+TEST_F(ControllerTest, WholeWorkerAndProcessRecyclesAreCappedApart) {
+  // A process recycle under way holds no whole-worker restart back (and the
+  // other way round): each cap counts its own kind.
+  make(
+      "    max_concurrent_process_recycles: 1\n"
+      "    policies:\n"
+      "      - memory: {metric: uss, limit: 100MiB, scope: process}\n"
+      "      - memory: {limit: 600MiB}\n",
+      2);
+  start(0, 1, 100);
+  start(1, 1, 200);
+  auto s = sample();
+  s.processes = {process(101, 300)};
+  sampled(s, 0);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  take();
+  ASSERT_EQ(all<SignalProcess>().size(), 1u);
+  sampled(sample(700), 1);
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+  EXPECT_FALSE(logged("waits its turn"));
 }
 
 TEST_F(ControllerTest, AProcessScopeRecycleIsLoggedOnlyOnceTheProcessIsKnownToBeTheWorkers) {
@@ -151,7 +202,9 @@ TEST_F(ControllerTest, AProcessScopeRecycleIsLoggedOnlyOnceTheProcessIsKnownToBe
 }
 
 TEST_F(ControllerTest, AProcessGoneBeforeItsRecycleIsDroppedQuietlyAndFreesItsPlace) {
-  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  make(
+      "    max_concurrent_process_recycles: 1\n"
+      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
   start();
   auto s = sample();
   s.processes = {process(101, 300), process(102, 200)};
@@ -169,7 +222,9 @@ TEST_F(ControllerTest, AProcessGoneBeforeItsRecycleIsDroppedQuietlyAndFreesItsPl
 }
 
 TEST_F(ControllerTest, AProcessScopeRecycleHoldsItsPlaceUntilTheProcessExits) {
-  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  make(
+      "    max_concurrent_process_recycles: 1\n"
+      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
   start();
   auto s = sample();
   s.processes = {process(101, 300), process(102, 200)};
@@ -188,7 +243,9 @@ TEST_F(ControllerTest, AProcessScopeRecycleHoldsItsPlaceUntilTheProcessExits) {
 }
 
 TEST_F(ControllerTest, AProcessThatLeftServiceGivesItsPlaceToTheNextBeforeItExits) {
-  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  make(
+      "    max_concurrent_process_recycles: 1\n"
+      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
   start();
   auto s = sample();
   s.processes = {process(101, 300), process(102, 200)};
@@ -217,7 +274,9 @@ TEST_F(ControllerTest, AProcessThatLeftServiceGivesItsPlaceToTheNextBeforeItExit
 }
 
 TEST_F(ControllerTest, ARecycleThatWaitedSaysHowManyRequestsTheProcessServedAtTheSignal) {
-  make("    policies:\n      - max_requests: {limit: 10, scope: process}\n");
+  make(
+      "    max_concurrent_process_recycles: 1\n"
+      "    policies:\n      - max_requests: {limit: 10, scope: process}\n");
   start();
   auto s = sample();
   s.processes = {process(101, 1), process(102, 1)};
@@ -237,9 +296,7 @@ TEST_F(ControllerTest, ARecycleThatWaitedSaysHowManyRequestsTheProcessServedAtTh
 }
 
 TEST_F(ControllerTest, ASignalledProcessIsPassedOverSoTheNextOffenderIsFound) {
-  make(
-      "    max_concurrent_recycles: 2\n"
-      "    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
+  make("    policies:\n      - memory: {metric: uss, limit: 100MiB, scope: process}\n");
   start();
   auto s = sample();
   s.processes = {process(101, 300)};

@@ -116,10 +116,22 @@ TEST(RecycleQueue, LoweringTheCapLetsRecyclesInFlightFinish) {
   EXPECT_THAT(q.finish(worker(2)), ElementsAre(worker(3)));
 }
 
-TEST(RecycleQueue, ACapOfZeroStillAdmitsOne) {
-  RecycleQueue q(0);
-  EXPECT_EQ(q.request(worker(0)), Admit::Now);
-  EXPECT_EQ(q.request(worker(1)), Admit::Queued);
+TEST(RecycleQueue, WithoutACapEveryKeyGoesAtOnce) {
+  RecycleQueue q(RecycleQueue::kNoCap);
+  for (pid_t pid = 100; pid < 164; ++pid) EXPECT_EQ(q.request(process(0, pid)), Admit::Now);
+  EXPECT_EQ(q.in_flight_count(), 64u);
+  EXPECT_EQ(q.waiting(), 0u);
+  EXPECT_EQ(q.request(process(0, 100)), Admit::AlreadyInFlight);
+  EXPECT_THAT(q.finish(process(0, 100)), IsEmpty());
+}
+
+TEST(RecycleQueue, LiftingTheCapAdmitsEveryWaitingKeyOnTheNextFinish) {
+  RecycleQueue q(1);
+  q.request(worker(0));
+  q.request(worker(1));
+  q.request(worker(2));
+  q.set_max_concurrent(RecycleQueue::kNoCap);
+  EXPECT_THAT(q.finish(worker(0)), ElementsAre(worker(1), worker(2)));
 }
 
 TEST(RecycleLoopGuard, ARecycleAfterAStableRunStartsAtOnce) {
