@@ -453,6 +453,11 @@ std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
         name, opened.error().message);
     return nullptr;
   }
+  if (program.request_counting_policy() && !warned_short_queue_) {
+    warned_short_queue_ = true;
+    if (auto warning = notify::short_queue_warning(notify::kernel_queue_limit()))
+      log::warn("{}: {}", name, *warning);
+  }
   return std::move(opened.value());
 }
 

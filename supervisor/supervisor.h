@@ -177,6 +177,7 @@ class Supervisor {
   uint64_t notify_foreign_ = 0;
   uint64_t notify_malformed_ = 0;
   TimePoint notify_warned_{};
+  bool warned_short_queue_ = false;  // once: net.unix.max_dgram_qlen is host-wide
   std::unique_ptr<cgroup::Manager> cgroups_;
   std::unique_ptr<metrics::Server> metrics_;
   // Processes that leave their worker's cgroup (escapes.h).

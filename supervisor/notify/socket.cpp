@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -48,6 +49,28 @@ bool send_datagram(std::string_view address, std::string_view data) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   return fd && ::sendto(fd.get(), data.data(), data.size(), MSG_NOSIGNAL, addr->get(), addr->len) ==
                    static_cast<ssize_t>(data.size());
+}
+
+std::optional<unsigned> kernel_queue_limit() {
+  UniqueFd fd(::open("/proc/sys/net/unix/max_dgram_qlen", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return std::nullopt;
+  char buf[32];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(buf, buf + n, value);
+  if (ec != std::errc() || end == buf) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> short_queue_warning(std::optional<unsigned> limit) {
+  if (!limit || *limit >= kShortQueue) return std::nullopt;
+  return fmt::format(
+      "the kernel queues at most {} datagrams on a notify socket (net.unix.max_dgram_qlen): "
+      "under load a worker's request reports wait for room, and a process may serve past "
+      "its max_requests limit before recycler hears of it; systemd raises it to 512 at "
+      "boot: sysctl -w net.unix.max_dgram_qlen=512 before recycler starts",
+      *limit);
 }
 
 namespace {

@@ -38,6 +38,15 @@ std::optional<UnixAddress> unix_address(std::string_view address);
 // One datagram to `address`, as sd_notify(3) sends it; false if it did not go.
 bool send_datagram(std::string_view address, std::string_view data);
 
+// How many datagrams the kernel queues on a notify socket before senders get
+// EAGAIN (net.unix.max_dgram_qlen, read when a socket is made); nullopt when
+// unknown. The kernel's default is 10, which systemd raises to 512 at boot.
+std::optional<unsigned> kernel_queue_limit();
+// The warning for a program counting requests over its notify socket when
+// that queue is short (under kShortQueue), or nullopt.
+constexpr unsigned kShortQueue = 128;
+std::optional<std::string> short_queue_warning(std::optional<unsigned> limit);
+
 class NotifySocket {
  public:
   struct Datagram {

@@ -32,6 +32,22 @@ using ::testing::IsEmpty;
 // ---------------------------------------------------------------------------
 // parse_message
 
+TEST(KernelQueue, AShortQueueIsWarnedAboutWithTheFix) {
+  auto warning = short_queue_warning(10);
+  ASSERT_TRUE(warning);
+  EXPECT_THAT(*warning, ::testing::HasSubstr("at most 10 datagrams"));
+  EXPECT_THAT(*warning, ::testing::HasSubstr("sysctl -w net.unix.max_dgram_qlen=512"));
+  EXPECT_FALSE(short_queue_warning(512)) << "systemd's setting";
+  EXPECT_FALSE(short_queue_warning(kShortQueue));
+  EXPECT_FALSE(short_queue_warning(std::nullopt)) << "unknown: nothing to say";
+}
+
+TEST(KernelQueue, TheLimitIsReadFromProc) {
+  auto limit = kernel_queue_limit();
+  ASSERT_TRUE(limit) << "Linux has /proc/sys/net/unix/max_dgram_qlen";
+  EXPECT_GT(*limit, 0u);
+}
+
 TEST(ParseMessage, ReadsEveryField) {
   auto m = parse_message(
       "READY=1\nSTOPPING=1\nWATCHDOG=1\nSTATUS=serving 3 models\nMAINPID=4242\n"
