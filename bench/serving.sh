@@ -23,6 +23,9 @@
 # and the median per row, req/s and p99 against (a), wrk's non-2xx and socket
 # errors, recycles done, requests served per recycled pid (from gunicorn's
 # access log) and how many served more than their drawn limit + 5.
+# QLEN=512 sets net.unix.max_dgram_qlen (how many datagrams the kernel queues
+# on one notify socket; systemd sets 512 at boot, the kernel's default is 10)
+# for the run and puts the old value back at the end; the table names it.
 # KEEP=1 keeps the logs (the directory is printed). Kills only the processes
 # it started; recycler gets a cgroup_root of its own, removed at the end.
 set -u
@@ -49,6 +52,13 @@ for row in $ROWS; do
     *) echo "serving.sh: unknown row $row (a b c0 c d e)" >&2; exit 2 ;;
   esac
 done
+
+QLEN_FILE=/proc/sys/net/unix/max_dgram_qlen
+QLEN_BEFORE=$(cat $QLEN_FILE 2>/dev/null || echo unknown)
+if [[ -n ${QLEN:-} ]]; then
+  [[ $QLEN =~ ^[0-9]+$ ]] || { echo "serving.sh: QLEN=$QLEN is not a number" >&2; exit 2; }
+  echo "$QLEN" >$QLEN_FILE || { echo "serving.sh: cannot set $QLEN_FILE (root?)" >&2; exit 1; }
+fi
 
 ROOT=recycler-servebench-$$
 TMP=$(mktemp -d /tmp/recycler-serving.XXXXXX)
@@ -85,6 +95,7 @@ cleanup() {
   # Only what this run created: directories under its own, unique root.
   local d
   for d in $(root_dirs); do find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+  [[ -n ${QLEN:-} && $QLEN_BEFORE != unknown ]] && echo "$QLEN_BEFORE" >$QLEN_FILE
   if [[ ${KEEP:-0} = 1 ]]; then echo "serving.sh: logs kept in $TMP" >&2; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
@@ -186,7 +197,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 
 echo
-echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # shellcheck disable=SC2086  # one argument per row
 $PYTHON "$SERVING/report.py" "$TMP" $ROWS

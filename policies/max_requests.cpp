@@ -4,6 +4,7 @@
 // do not all recycle together.
 //
 //   - max_requests: {limit: 1000, jitter: 100, scope: process}
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -31,6 +32,9 @@ class MaxRequests final : public Policy {
   }
 
   std::string_view name() const override { return "max_requests"; }
+  std::optional<uint64_t> requests_left(const PolicyState& base) const override {
+    return static_cast<const State&>(base).left;
+  }
   bool checkpoints() const override {
     return !scope_.process && scope_.action == Decision::Action::Checkpoint;
   }
@@ -41,23 +45,30 @@ class MaxRequests final : public Policy {
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
     auto state = std::make_unique<State>(worker.seed);
     if (!scope_.process) state->jitter = draw(state->rng);
+    // A process not seen yet may serve at least limit_.
+    state->left = limit_ + state->jitter;
     return state;
   }
 
   Decision evaluate(const Sample& sample, PolicyState& base) const override {
     auto& state = static_cast<State&>(base);
     if (!scope_.process) {
-      if (!sample.requests || *sample.requests < limit_ + state.jitter) return Decision::none();
-      return scope_.decide(reason(*sample.requests, state.jitter), 0);
+      uint64_t requests = sample.requests.value_or(0);
+      state.left = requests < limit_ + state.jitter ? limit_ + state.jitter - requests : 0;
+      if (requests < limit_ + state.jitter) return Decision::none();
+      return scope_.decide(reason(requests, state.jitter), 0);
     }
     state.processes.sync(sample, [&](const ProcessSample&) { return draw(state.rng); });
     Worst worst;
     uint64_t worst_jitter = 0;
+    state.left = limit_;  // a process not seen yet
     for (const auto& p : sample.processes) {
       if (p.main || p.recycling) continue;
       // A process that has not reported yet has served nothing.
       uint64_t requests = p.requests.value_or(0);
       uint64_t jitter = state.processes.at(p.pid);
+      state.left =
+          std::min(state.left, requests < limit_ + jitter ? limit_ + jitter - requests : 0);
       if (requests >= limit_ + jitter && worst.offer(p, requests - limit_ - jitter))
         worst_jitter = jitter;
     }
@@ -71,6 +82,7 @@ class MaxRequests final : public Policy {
     explicit State(uint64_t seed) : rng(seed) {}
     std::mt19937_64 rng;
     uint64_t jitter = 0;               // scope: worker
+    uint64_t left = 0;                 // requests_left() as of the last evaluate
     ProcessTable<uint64_t> processes;  // scope: process, each one's jitter
   };
 

@@ -102,6 +102,11 @@ class Policy {
   // until the next evaluate); nullptr while it sees no growth to project
   // (warming up, flat, a sawtooth, a step), and always for the others.
   virtual const Outlook* outlook(const PolicyState&) const { return nullptr; }
+  // For a policy that counts requests: as of its last evaluate() (or its
+  // start), the fewest requests the worker, or any one of its processes,
+  // may still serve before it acts; nullopt for the others. While every limit
+  // is far, the notify socket may rest between reads (notify/read_pacer.h).
+  virtual std::optional<uint64_t> requests_left(const PolicyState&) const { return std::nullopt; }
   // What `recycler status` shows of it: the memory figure it watches
   // (metric.h's name: "anon", "uss", ...) and its limit in bytes for a worker
   // whose memory_max is `memory_max` (empty where it is a share of a GPU);

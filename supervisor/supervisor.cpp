@@ -453,11 +453,27 @@ std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
         name, opened.error().message);
     return nullptr;
   }
+  std::optional<unsigned> queue = notify::kernel_queue_limit();
   if (program.request_counting_policy() && !warned_short_queue_) {
     warned_short_queue_ = true;
-    if (auto warning = notify::short_queue_warning(notify::kernel_queue_limit()))
-      log::warn("{}: {}", name, *warning);
+    if (auto warning = notify::short_queue_warning(queue)) log::warn("{}: {}", name, *warning);
   }
+  // A worker that reports every request would wake the loop once per request:
+  // while reports come fast and every request limit is far, the socket rests
+  // between reads and each read takes a batch.
+  auto pace = [this, name, queue,
+               pacer = notify::ReadPacer{}](const notify::NotifySocket::Drained& d) mutable {
+    auto it = programs_.find(name);
+    const ProgramMonitor* m = it == programs_.end() ? nullptr : it->second.monitor.get();
+    return pacer.after({.at = notify::ReadPacer::Clock::now(),
+                        .datagrams = d.datagrams,
+                        .emptied = d.emptied,
+                        .requests = m ? m->controller().requests_counted() : 0,
+                        .requests_left = m ? m->controller().requests_left() : std::nullopt,
+                        .queue_limit = queue});
+  };
+  if (!(*opened)->set_pacing(&loop_, std::move(pace)))
+    log::debug("{}: its notify socket is read on every wake-up (no timerfd)", name);
   return std::move(opened.value());
 }
 

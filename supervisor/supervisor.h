@@ -31,6 +31,7 @@
 #include "supervisor/listen.h"
 #include "supervisor/metrics/server.h"
 #include "supervisor/monitor.h"
+#include "supervisor/notify/read_pacer.h"
 #include "supervisor/notify/socket.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/probe/service.h"

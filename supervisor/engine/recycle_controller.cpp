@@ -589,6 +589,7 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
   if (!sl.run) return;
   Run& run = *sl.run;
   requests_seen_ = true;
+  requests_counted_ += n;
   run.requests += n;
   if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
     // Only the worker's processes get here: forget those that are gone.
@@ -637,6 +638,17 @@ const policies::Sample* RecycleController::last_sample(unsigned slot) const {
 std::optional<uint64_t> RecycleController::requests_served(unsigned slot) const {
   if (slot >= slots_.size() || !slots_[slot].run) return std::nullopt;
   return slots_[slot].run->requests;
+}
+
+std::optional<uint64_t> RecycleController::requests_left() const {
+  std::optional<uint64_t> fewest;
+  for (const Slot& s : slots_) {
+    if (!s.run) continue;
+    for (size_t i = 0; i < policies_.size(); ++i)
+      if (auto left = policies_[i]->requests_left(*s.run->states[i]))
+        fewest = fewest ? std::min(*fewest, *left) : *left;
+  }
+  return fewest;
 }
 
 std::vector<std::pair<size_t, const policies::Outlook*>> RecycleController::outlooks(

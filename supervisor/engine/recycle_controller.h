@@ -194,6 +194,12 @@ class RecycleController {
   // valid until the next event.
   const policies::Sample* last_sample(unsigned slot) const;
   std::optional<uint64_t> requests_served(unsigned slot) const;
+  // Every request counted for the program since it started (all workers, all
+  // generations), and the fewest requests any running worker or process may
+  // still serve before a policy acts on it (nullopt when no policy counts
+  // them): what lets the notify socket rest between reads (notify/read_pacer.h).
+  uint64_t requests_counted() const { return requests_counted_; }
+  std::optional<uint64_t> requests_left() const;
   std::vector<std::pair<size_t, const policies::Outlook*>> outlooks(unsigned slot) const;
 
   // The worker's processes, for the pids its output names: known() answers
@@ -310,6 +316,7 @@ class RecycleController {
   // whether the program ever counted a request; whether a run warned it had not.
   std::optional<size_t> request_policy_;
   bool requests_seen_ = false;
+  uint64_t requests_counted_ = 0;
   bool warned_unseen_requests_ = false;
   // Whole-worker recycles (max_concurrent_recycles) and process-scope ones
   // (max_concurrent_process_recycles), each under its own cap.

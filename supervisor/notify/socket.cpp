@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -138,7 +139,7 @@ Result<std::unique_ptr<NotifySocket>> NotifySocket::start(uv_loop_t* loop, Uniqu
                      uv_strerror(status));
           return;
         }
-        socket->drain();
+        socket->pace(socket->drain());
       });
   if (!poll) return Error{"notify socket: " + poll.error().message, poll.error().code};
   self->poll_ = std::move(*poll);
@@ -174,11 +175,69 @@ Batch& batch() {
 
 }  // namespace
 
-void NotifySocket::drain() {
+bool NotifySocket::set_pacing(uv_loop_t* loop, Pacing pacing) {
+  if (!hold_fd_) {
+    UniqueFd fd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!fd) return false;
+    auto poll = uv::poll(loop, fd.get(), this);
+    if (!poll) return false;
+    hold_fd_ = std::move(fd);
+    hold_poll_ = std::move(*poll);
+  }
+  pacing_ = std::move(pacing);
+  return true;
+}
+
+void NotifySocket::pace(const Drained& drained) {
+  std::chrono::microseconds hold{0};
+  if (pacing_ && hold_poll_) hold = pacing_(drained);
+  if (hold.count() <= 0) {
+    if (!holding_) return;
+    holding_ = false;
+    uv_poll_stop(hold_poll_.get());
+    uv_poll_start(poll_.get(), UV_READABLE, poll_.get()->poll_cb);
+    return;
+  }
+  // Setting the timer also clears an expiry not yet read: the timerfd reads
+  // as ready only when this hold has passed.
+  itimerspec when{};
+  when.it_value.tv_sec = hold.count() / 1'000'000;
+  when.it_value.tv_nsec = (hold.count() % 1'000'000) * 1000;
+  if (::timerfd_settime(hold_fd_.get(), 0, &when, nullptr) != 0) {
+    pacing_ = nullptr;  // cannot hold: read on every wake-up from now on
+    return pace(drained);
+  }
+  ++stats_.holds;
+  if (holding_) return;
+  holding_ = true;
+  uv_poll_stop(poll_.get());
+  uv_poll_start(hold_poll_.get(), UV_READABLE, [](uv_poll_t* h, int status, int) {
+    auto* socket = static_cast<NotifySocket*>(h->data);
+    if (!socket) return;
+    if (status < 0) {
+      socket->pacing_ = nullptr;  // a timer that failed: read on every wake-up
+      socket->pace(Drained{});
+      return;
+    }
+    socket->on_hold_ended();
+  });
+}
+
+void NotifySocket::on_hold_ended() {
+  // The next hold, or polling the socket again, replaces this expiry.
+  pace(drain());
+}
+
+NotifySocket::Drained NotifySocket::drain() {
   Batch& b = batch();
+  Drained drained;
   // Bounded, so that a flood cannot starve timers and other sockets: the poll
   // is level-triggered and wakes us again on the next loop iteration.
-  for (unsigned done = 0; done < static_cast<unsigned>(kMaxPerWakeup);) {
+  for (unsigned done = 0;;) {
+    if (done >= static_cast<unsigned>(kMaxPerWakeup)) {
+      drained.emptied = false;
+      return drained;
+    }
     unsigned want = std::min(kBatch, static_cast<unsigned>(kMaxPerWakeup) - done);
     for (unsigned i = 0; i < want; ++i) {
       b.iov[i] = iovec{b.data[i], sizeof b.data[i]};
@@ -193,11 +252,13 @@ void NotifySocket::drain() {
     // MSG_TRUNC: each datagram's real length, so that a longer one is recognised.
     int n =
         ::recvmmsg(fd_.get(), b.msgs, want, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC, nullptr);
-    if (n <= 0) return;  // EAGAIN: drained; anything else: retried on the next wake-up
+    // EAGAIN: drained; anything else: retried on the next wake-up
+    if (n <= 0) return drained;
     ++stats_.reads;
     for (int i = 0; i < n; ++i) deliver(b.msgs[i].msg_hdr, b.msgs[i].msg_len);
     done += static_cast<unsigned>(n);
-    if (static_cast<unsigned>(n) < want) return;  // the queue is empty
+    drained.datagrams = done;
+    if (static_cast<unsigned>(n) < want) return drained;  // the queue is empty
   }
 }
 

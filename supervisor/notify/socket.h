@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <uv.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "supervisor/notify/read_pacer.h"
 #include "supervisor/notify/runtime_dir.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
@@ -43,8 +45,7 @@ bool send_datagram(std::string_view address, std::string_view data);
 // unknown. The kernel's default is 10, which systemd raises to 512 at boot.
 std::optional<unsigned> kernel_queue_limit();
 // The warning for a program counting requests over its notify socket when
-// that queue is short (under kShortQueue), or nullopt.
-constexpr unsigned kShortQueue = 128;
+// that queue is short (under kShortQueue, read_pacer.h), or nullopt.
 std::optional<std::string> short_queue_warning(std::optional<unsigned> limit);
 
 class NotifySocket {
@@ -75,12 +76,25 @@ class NotifySocket {
 
   const std::string& address() const { return address_; }  // the NOTIFY_SOCKET value
 
+  // What one drain read, for the pacing function.
+  struct Drained {
+    unsigned datagrams = 0;
+    bool emptied = true;  // false when it stopped at kMaxPerWakeup with more queued
+  };
+  // Returns how long to leave the socket unread after a drain (read_pacer.h);
+  // what arrives meanwhile is read in one batch when the hold ends, from a
+  // timerfd of its own. Without pacing (or with zero holds) the socket is read
+  // on every wake-up. False, with pacing off, when no timerfd can be had.
+  using Pacing = std::function<std::chrono::microseconds(const Drained&)>;
+  bool set_pacing(uv_loop_t* loop, Pacing pacing);
+
   struct Stats {
     uint64_t received = 0;             // handed to the handler
     uint64_t oversized = 0;            // longer than kMaxDatagram: dropped
     uint64_t without_credentials = 0;  // no sender pid: dropped
     uint64_t fds_closed = 0;           // SCM_RIGHTS descriptors closed on arrival
     uint64_t reads = 0;                // recvmmsg calls that returned datagrams
+    uint64_t holds = 0;                // times the pacing left the socket unread a while
   };
   const Stats& stats() const { return stats_; }
 
@@ -104,7 +118,11 @@ class NotifySocket {
   NotifySocket(UniqueFd fd, std::string address, Handler handler);
   static Result<std::unique_ptr<NotifySocket>> start(uv_loop_t* loop, UniqueFd fd,
                                                      std::string address, Handler handler);
-  void drain();
+  Drained drain();
+  // After a drain: asks the pacing, then either arms the hold timer (and
+  // stops polling the socket) or polls the socket again.
+  void pace(const Drained& drained);
+  void on_hold_ended();
   // Checks one received datagram (closes passed descriptors, drops what has
   // no credentials or is too long) and hands it to the handler.
   void deliver(msghdr& msg, std::size_t length);
@@ -114,6 +132,10 @@ class NotifySocket {
   Handler handler_;
   Stats stats_;
   uv::Handle<uv_poll_t> poll_;
+  Pacing pacing_;
+  UniqueFd hold_fd_;  // a timerfd; declared before hold_poll_, closed after it
+  uv::Handle<uv_poll_t> hold_poll_;
+  bool holding_ = false;
 };
 
 }  // namespace recycler::notify

@@ -108,6 +108,7 @@ class Watch {
 
   Decision operator()(const Sample& sample) { return policy_.evaluate(sample, *state_); }
   const Outlook* outlook() const { return policy_.outlook(*state_); }
+  std::optional<uint64_t> requests_left() const { return policy_.requests_left(*state_); }
 
  private:
   const Policy& policy_;

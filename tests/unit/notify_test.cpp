@@ -399,6 +399,71 @@ TEST_F(NotifySocketTest, QueuedDatagramsAreReadInOneCallInOrder) {
   EXPECT_EQ(socket_->stats().reads, 1u);
 }
 
+TEST_F(NotifySocketTest, WhileHeldDatagramsWaitAndArriveInOneReadWhenTheHoldEnds) {
+  open();
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point held_at{};
+  std::vector<NotifySocket::Drained> drains;
+  ASSERT_TRUE(socket_->set_pacing(&loop_, [&](const NotifySocket::Drained& d) {
+    drains.push_back(d);
+    if (drains.size() > 1) return std::chrono::microseconds{0};
+    held_at = Clock::now();
+    return std::chrono::microseconds{20ms};
+  }));
+  std::vector<Clock::time_point> arrived;
+  Sender sender(socket_->address());
+  ASSERT_TRUE(sender.send("SEQ=0"));
+  ASSERT_TRUE(run_until_received(1));
+  ASSERT_EQ(drains.size(), 1u);
+  EXPECT_EQ(drains[0].datagrams, 1u);
+  EXPECT_TRUE(drains[0].emptied);
+  EXPECT_EQ(socket_->stats().holds, 1u);
+  ASSERT_TRUE(sender.send("SEQ=1"));
+  ASSERT_TRUE(sender.send("SEQ=2"));
+  ASSERT_TRUE(run_until_received(3));
+  Clock::time_point read_at = Clock::now();
+  EXPECT_GE(read_at - held_at, 20ms) << "read before the hold ended";
+  EXPECT_EQ(received_[1].data, "SEQ=1");
+  EXPECT_EQ(received_[2].data, "SEQ=2");
+  EXPECT_EQ(socket_->stats().reads, 2u) << "the two held datagrams come in one read";
+  ASSERT_EQ(drains.size(), 2u);
+  EXPECT_EQ(drains[1].datagrams, 2u);
+
+  // The pacing said 0: the socket is polled again, and a lone datagram comes on its own wake-up.
+  ASSERT_TRUE(sender.send("SEQ=3"));
+  ASSERT_TRUE(run_until_received(4));
+  EXPECT_EQ(received_[3].data, "SEQ=3");
+  EXPECT_EQ(socket_->stats().holds, 1u);
+}
+
+TEST_F(NotifySocketTest, AHoldThatEndsOnAnEmptyQueueGoesBackToPollingTheSocket) {
+  open();
+  int calls = 0;
+  ASSERT_TRUE(socket_->set_pacing(&loop_, [&](const NotifySocket::Drained& d) {
+    ++calls;
+    // Held once; the drain at the hold's end finds nothing and says 0.
+    return calls == 1 ? std::chrono::microseconds{1ms} : std::chrono::microseconds{d.datagrams};
+  }));
+  Sender sender(socket_->address());
+  ASSERT_TRUE(sender.send("SEQ=0"));
+  ASSERT_TRUE(run_until_received(1));
+  ASSERT_TRUE(run_until([&] { return calls >= 2; }));
+  ASSERT_TRUE(sender.send("SEQ=1"));
+  ASSERT_TRUE(run_until_received(2)) << "the socket was not polled again after the hold";
+  EXPECT_EQ(received_[1].data, "SEQ=1");
+}
+
+TEST_F(NotifySocketTest, ASocketDestroyedWhileHeldLeavesNoHandleOpen) {
+  open();
+  ASSERT_TRUE(socket_->set_pacing(
+      &loop_, [](const NotifySocket::Drained&) { return std::chrono::microseconds{10s}; }));
+  Sender sender(socket_->address());
+  ASSERT_TRUE(sender.send("READY=1"));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_EQ(socket_->stats().holds, 1u);
+  // TearDown destroys it mid-hold and checks that the loop closes.
+}
+
 TEST_F(NotifySocketTest, AnOversizedDatagramIsDroppedAndTheNextOneArrives) {
   open();
   Sender sender(socket_->address());

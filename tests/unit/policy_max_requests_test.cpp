@@ -140,6 +140,41 @@ TEST_F(MaxRequestsPolicy, ProcessScopePicksTheProcessFurthestOver) {
   EXPECT_EQ(d.signal, SIGUSR2);
 }
 
+TEST_F(MaxRequestsPolicy, RequestsLeftIsWhatTheWorkerMayStillServe) {
+  auto policy = make("max_requests", "{limit: 50}");
+  Watch watch(*policy, worker);
+  EXPECT_EQ(watch.requests_left(), 50u) << "before any sample";
+  watch(requests(12));
+  EXPECT_EQ(watch.requests_left(), 38u);
+  watch(requests(50));
+  EXPECT_EQ(watch.requests_left(), 0u);
+  watch(requests(70));
+  EXPECT_EQ(watch.requests_left(), 0u) << "past the limit: none";
+}
+
+TEST_F(MaxRequestsPolicy, RequestsLeftIsTheNearestProcessLimitOrAFreshProcesssLimit) {
+  auto policy = make("max_requests", "{limit: 10, scope: process}");
+  Watch watch(*policy, worker);
+  EXPECT_EQ(watch.requests_left(), 10u);
+  watch(per_process({{1, 500}, {2, 3}, {3, 7}}));
+  EXPECT_EQ(watch.requests_left(), 3u) << "the main process is not counted";
+  watch(per_process({{1, 500}, {2, 4}}));
+  EXPECT_EQ(watch.requests_left(), 6u);
+  watch(per_process({{1, 500}}));
+  EXPECT_EQ(watch.requests_left(), 10u) << "the next process to appear may serve 10";
+  Sample s = per_process({{1, 0}, {2, 10}, {3, 9}});
+  s.processes[1].recycling = true;
+  watch(s);
+  EXPECT_EQ(watch.requests_left(), 1u) << "a process on its way out is not counted";
+}
+
+TEST_F(MaxRequestsPolicy, OtherPoliciesCountNoRequests) {
+  auto policy = make("max_lifetime", "{after: 1h}");
+  ASSERT_TRUE(policy);
+  Watch watch(*policy, worker);
+  EXPECT_EQ(watch.requests_left(), std::nullopt);
+}
+
 TEST_F(MaxRequestsPolicy, ProcessScopeDrawsJitterPerProcessWithinRange) {
   auto policy = make("max_requests", "{limit: 100, jitter: 50, scope: process}");
   Watch watch(*policy, worker);

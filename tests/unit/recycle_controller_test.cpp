@@ -530,6 +530,29 @@ TEST_F(ControllerTest, ARequestLimitIsDecidedOnTheReportNotAtTheNextSample) {
   EXPECT_THAT(recycles[0].reason, HasSubstr("3 requests"));
 }
 
+TEST_F(ControllerTest, RequestsLeftIsTheNearestLimitOfAllRunningWorkers) {
+  make("    policies:\n      - max_requests: {limit: 10}\n", 2);
+  EXPECT_EQ(controller->requests_left(), std::nullopt) << "nothing runs";
+  start(0, 1, 100);
+  start(1, 1, 200);
+  EXPECT_EQ(controller->requests_left(), 10u);
+  controller->requests(0, 100, 4);
+  controller->requests(1, 200, 7);
+  EXPECT_EQ(controller->requests_left(), 3u);
+  EXPECT_EQ(controller->requests_counted(), 11u);
+  controller->run_ended(1, RunEnd::Finished);
+  EXPECT_EQ(controller->requests_left(), 6u) << "a worker that ended is not counted";
+  EXPECT_EQ(controller->requests_counted(), 11u) << "a running total";
+}
+
+TEST_F(ControllerTest, WithoutARequestPolicyNothingIsLeftToCount) {
+  make("    policies:\n      - max_lifetime: {after: 1h}\n");
+  start();
+  controller->requests(0, 100, 4);
+  EXPECT_EQ(controller->requests_left(), std::nullopt);
+  EXPECT_EQ(controller->requests_counted(), 4u);
+}
+
 TEST_F(ControllerTest, RequestsCountedPerProcessGoIntoTheSample) {
   make("    policies:\n      - max_requests: {limit: 1000}\n");
   start();
