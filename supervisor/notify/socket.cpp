@@ -69,8 +69,9 @@ std::optional<std::string> short_queue_warning(std::optional<unsigned> limit) {
   return fmt::format(
       "the kernel queues at most {} datagrams on a notify socket (net.unix.max_dgram_qlen): "
       "under load a worker's request reports wait for room, and a process may serve past "
-      "its max_requests limit before recycler hears of it; systemd raises it to 512 at "
-      "boot: sysctl -w net.unix.max_dgram_qlen=512 before recycler starts",
+      "its max_requests limit before recycler hears of it, and recycler reads each report "
+      "on a wake-up of its own instead of in batches; systemd raises it to 512 at boot: "
+      "sysctl -w net.unix.max_dgram_qlen=512 before recycler starts",
       *limit);
 }
 
