@@ -228,29 +228,23 @@ std::string serving_program(int port, bool listen, const std::string& extra) {
 
 // Whole-server restarts every 2 s under 4 clients: how many requests failed.
 int failures_across_restarts(bool listen) {
-  Sandbox sb;
-  int port = free_port();
-  EXPECT_GT(port, 0);
-  std::string cfg =
-      sb.write("r.yaml", config_yaml(sb, serving_program(port, listen, R"(    policies:
-      - max_lifetime: {after: 2s}
-)")));
-  Recycler r({"run", "-c", cfg}, sb);
-  EXPECT_TRUE(r.wait_for_count("Booting worker with pid", 2, scaled(30s)));
-  Load load(port, 4);
-  EXPECT_TRUE(load.served_more(20, r, scaled(20s)));
-  // Two restarts, each followed by requests served by the new server.
-  EXPECT_TRUE(r.wait_for_count("web[0] started: pid", 3, scaled(30s))) << r.output();
-  EXPECT_TRUE(load.served_more(50, r, scaled(20s))) << r.output();
-  load.finish();
-  EXPECT_GE(r.count("recycle: up"), 2u);
-  if (listen) {
-    EXPECT_EQ(r.count("web: listening on 127.0.0.1:" + std::to_string(port)), 1u)
-        << "bound once, kept across every restart";
-  }
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
-  return load.failed();
+  return failures_across_restarts(RestartsUnderLoad{
+      .program =
+          [&](int port) {
+            return serving_program(port, listen,
+                                   "    policies:\n      - max_lifetime: {after: 2s}\n");
+          },
+      .booted =
+          [](Recycler& r) { return r.wait_for_count("Booting worker with pid", 2, scaled(30s)); },
+      .after_restarts = 50,
+      .check =
+          [&](Recycler& r, int port) {
+            EXPECT_GE(r.count("recycle: up"), 2u);
+            if (!listen) return;
+            EXPECT_EQ(r.count("web: listening on 127.0.0.1:" + std::to_string(port)), 1u)
+                << "bound once, kept across every restart";
+          },
+  });
 }
 
 TEST(GunicornListen, AWholeServerRestartRefusesNoConnectionWithListen) {

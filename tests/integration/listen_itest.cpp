@@ -33,28 +33,21 @@ std::string server_program(int port, bool listen, const std::string& args,
 // Whole-worker restarts every second under 4 clients; the server takes
 // 300 ms to boot. How many requests failed.
 int failures_across_restarts(bool listen) {
-  Sandbox sb;
-  int port = free_port();
-  EXPECT_GT(port, 0);
-  std::string cfg = sb.write(
-      "r.yaml",
-      config_yaml(sb, server_program(port, listen, R"("--boot-ms", "300")", R"(    policies:
-      - max_lifetime: {after: 1s}
-)")));
-  Recycler r({"run", "-c", cfg}, sb);
-  EXPECT_TRUE(r.wait_for("web[0] started: pid"));
-  Load load(port, 4);
-  EXPECT_TRUE(load.served_more(20, r, scaled(20s))) << r.output();
-  EXPECT_TRUE(r.wait_for_count("web[0] started: pid", 3, scaled(30s))) << r.output();
-  EXPECT_TRUE(load.served_more(20, r, scaled(20s))) << r.output();
-  load.finish();
-  if (listen) {
-    EXPECT_EQ(r.count("web: listening on 127.0.0.1:" + std::to_string(port)), 1u);
-    EXPECT_GE(r.count("socket(s) from LISTEN_FDS, names web"), 3u) << "every start got it";
-  }
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
-  return load.failed();
+  return failures_across_restarts(RestartsUnderLoad{
+      .program =
+          [&](int port) {
+            return server_program(port, listen, R"("--boot-ms", "300")",
+                                  "    policies:\n      - max_lifetime: {after: 1s}\n");
+          },
+      .booted = [](Recycler& r) { return r.wait_for("web[0] started: pid").has_value(); },
+      .after_restarts = 20,
+      .check =
+          [&](Recycler& r, int port) {
+            if (!listen) return;
+            EXPECT_EQ(r.count("web: listening on 127.0.0.1:" + std::to_string(port)), 1u);
+            EXPECT_GE(r.count("socket(s) from LISTEN_FDS, names web"), 3u) << "every start got it";
+          },
+  });
 }
 
 TEST(Listen, ARestartRefusesNoConnectionWithListenAndDoesWithout) {

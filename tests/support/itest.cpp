@@ -619,4 +619,23 @@ bool Load::served_more(int n, Recycler& r, Millis timeout) {
   return true;
 }
 
+int failures_across_restarts(const RestartsUnderLoad& run) {
+  Sandbox sb;
+  int port = free_port();
+  EXPECT_GT(port, 0);
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, run.program(port)));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(run.booted(r)) << r.output();
+  Load load(port, 4);
+  EXPECT_TRUE(load.served_more(20, r, scaled(20s))) << r.output();
+  // Two restarts, each followed by requests served by the new server.
+  EXPECT_TRUE(r.wait_for_count("web[0] started: pid", 3, scaled(30s))) << r.output();
+  EXPECT_TRUE(load.served_more(run.after_restarts, r, scaled(20s))) << r.output();
+  load.finish();
+  if (run.check) run.check(r, port);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  return load.failed();
+}
+
 }  // namespace recycler::testing

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -242,5 +243,19 @@ class Load {
   std::atomic<int> ok_{0}, failed_{0};
   std::vector<std::thread> threads_;
 };
+
+// Whole-worker restarts of a program under 4 concurrent clients: recycler runs
+// the config `program(port)` makes (its policies restart the worker); the
+// load starts once `booted` holds and goes on until 20 requests were served,
+// the worker started 3 times, and `after_restarts` more were served (the last
+// server answers). `check` looks at the run before recycler stops. Returns
+// how many requests failed (refused, reset, not 200).
+struct RestartsUnderLoad {
+  std::function<std::string(int port)> program;
+  std::function<bool(Recycler&)> booted;
+  int after_restarts = 20;
+  std::function<void(Recycler&, int port)> check;
+};
+int failures_across_restarts(const RestartsUnderLoad& run);
 
 }  // namespace recycler::testing
