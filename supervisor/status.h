@@ -60,6 +60,9 @@ struct ProgramStatus {
   unsigned instances = 0;
   unsigned running = 0;  // slots in state running
   std::vector<WorkerStatus> workers;
+  // Its notify socket's: messages read, and the reads that took them (under
+  // load a read takes a batch, notify/read_pacer.h); nullopt without a socket.
+  std::optional<uint64_t> notify_messages, notify_reads;
 };
 
 // How a run ended, as counted (classify_exit).

@@ -739,6 +739,10 @@ SupervisorStatus Supervisor::status(bool workers) const {
     ProgramStatus& p = out.programs.emplace_back();
     p.name = name;
     p.instances = program.config->instances;
+    if (program.notify) {
+      p.notify_messages = program.notify->stats().received;
+      p.notify_reads = program.notify->stats().reads;
+    }
     for (const auto& w : program.workers) {
       if (w->state() == WorkerState::Running) ++p.running;
       if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));

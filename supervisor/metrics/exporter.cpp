@@ -148,6 +148,19 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
            Type::Counter);
   for (const auto& [program, n] : oom_kills)
     w.sample("recycler_oom_kills_total", {{"program", program}}, n);
+  w.family("recycler_notify_messages_total",
+           "Messages read from the program's notify socket (request reports, READY=1, ...).",
+           Type::Counter);
+  for (const ProgramStatus& p : s.programs)
+    if (p.notify_messages)
+      w.sample("recycler_notify_messages_total", {{"program", p.name}}, *p.notify_messages);
+  w.family("recycler_notify_reads_total",
+           "Reads of the program's notify socket that took messages: under load each takes a "
+           "batch, so fewer than the messages.",
+           Type::Counter);
+  for (const ProgramStatus& p : s.programs)
+    if (p.notify_reads)
+      w.sample("recycler_notify_reads_total", {{"program", p.name}}, *p.notify_reads);
 }
 
 }  // namespace

@@ -201,6 +201,36 @@ TEST(Metrics, AScrapeHasEveryWorkerSeriesMatchesTheCgroupAndPassesPromtool) {
   EXPECT_EQ(r.exit_code(), 0);
 }
 
+TEST(Metrics, NotifyMessagesAreCountedWithTheReadsThatTookThem) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  int server_port = free_port();
+  ASSERT_GT(server_port, 0);
+  // Each of its 3 processes sends READY=1 once it is about to accept: 3
+  // messages, read as they come (1 to 3 reads).
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            "  web:\n    command: [\"" + listen_server_bin() +
+                                "\", \"--workers\", \"3\", \"--ready\", \"child\", \"--bind\", \"" +
+                                std::to_string(server_port) + "\"]\n  idle:\n" + kSleeper,
+                            "metrics: {listen: 127.0.0.1:0}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  uint16_t port = metrics_port(r);
+  ASSERT_NE(port, 0);
+  const std::string messages = R"(recycler_notify_messages_total{program="web"})";
+  const std::string reads = R"(recycler_notify_reads_total{program="web"})";
+  auto body = scrape_until(
+      r, port, [&](const std::string& b) { return value(b, messages).value_or(0) >= 3; });
+  ASSERT_TRUE(body) << r.output();
+  EXPECT_EQ(value(*body, messages), 3);
+  EXPECT_GE(value(*body, reads).value_or(0), 1);
+  EXPECT_LE(value(*body, reads).value_or(99), 3);
+  EXPECT_EQ(value(*body, R"(recycler_notify_messages_total{program="idle"})"), 0)
+      << "a program whose workers say nothing";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+}
+
 TEST(Metrics, OtherRequestsAreRefusedWithTheirStatus) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
