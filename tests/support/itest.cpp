@@ -4,8 +4,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -617,6 +620,42 @@ bool Load::served_more(int n, Recycler& r, Millis timeout) {
     r.read_some(50ms);
   }
   return true;
+}
+
+NetNamespace::NetNamespace(unsigned max_dgram_qlen) {
+  original_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!original_) {
+    why_ = std::string("cannot open /proc/thread-self/ns/net: ") + std::strerror(errno);
+    return;
+  }
+  if (::unshare(CLONE_NEWNET) != 0) {
+    why_ = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+    original_.reset();
+    return;
+  }
+  ok_ = true;  // from here on the destructor must go back
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ifreq lo{};
+  std::strncpy(lo.ifr_name, "lo", IFNAMSIZ - 1);
+  if (!sock || ::ioctl(sock.get(), SIOCGIFFLAGS, &lo) != 0 ||
+      (lo.ifr_flags |= IFF_UP, ::ioctl(sock.get(), SIOCSIFFLAGS, &lo) != 0)) {
+    why_ = std::string("bringing loopback up: ") + std::strerror(errno);
+    ok_ = false;
+    return;
+  }
+  // /proc/sys/net is the namespace of whoever opens it: this one's.
+  std::ofstream qlen("/proc/sys/net/unix/max_dgram_qlen");
+  qlen << max_dgram_qlen << "\n";
+  qlen.close();
+  if (!qlen) {
+    why_ = "cannot set net.unix.max_dgram_qlen in the namespace";
+    ok_ = false;
+  }
+}
+
+NetNamespace::~NetNamespace() {
+  if (original_ && ::setns(original_.get(), CLONE_NEWNET) != 0)
+    ADD_FAILURE() << "setns back to the original network namespace: " << std::strerror(errno);
 }
 
 int failures_across_restarts(const RestartsUnderLoad& run) {

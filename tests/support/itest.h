@@ -51,6 +51,27 @@ bool process_exists(pid_t pid);
 // Waits (on a pidfd, any process) until `pid` has exited; false on timeout.
 bool wait_gone(pid_t pid, Millis timeout = 5s);
 
+// From construction until destruction this thread (and what it starts: the
+// recycler under test, its workers, Load's clients) lives in a network
+// namespace of its own, with loopback up and net.unix.max_dgram_qlen set to
+// `max_dgram_qlen` there: a per-namespace setting a test may change without
+// touching the host's. ok() is false, with why(), where the machine refuses
+// (no root, no CLONE_NEWNET); the test should skip then.
+class NetNamespace {
+ public:
+  explicit NetNamespace(unsigned max_dgram_qlen);
+  ~NetNamespace();  // back to the namespace the thread was in
+  NetNamespace(const NetNamespace&) = delete;
+  NetNamespace& operator=(const NetNamespace&) = delete;
+  bool ok() const { return ok_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  UniqueFd original_;
+  bool ok_ = false;
+  std::string why_;
+};
+
 class Sandbox {
  public:
   // Skips the test (GTEST_SKIP from the caller; see skip_reason) without root.
