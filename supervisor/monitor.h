@@ -8,7 +8,8 @@
 //       -> controller.sampled -> commands
 //   request reports (notify socket or output pattern) go to the controller at
 //   once, so a limit of 50 means 50, not "50 plus whatever arrived before the
-//   next tick".
+//   next tick" (under load the notify socket is read in batches, but never
+//   while a limit is near: notify/read_pacer.h).
 //
 // The monitor holds no decision of its own: it samples (timers, probes, the
 // kernel's memory watch), records timelines, resolves which process an
