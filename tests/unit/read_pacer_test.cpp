@@ -14,19 +14,25 @@ using Clock = ReadPacer::Clock;
 
 class ReadPacerTest : public ::testing::Test {
  protected:
-  // A drain `gap` after the previous one that read `datagrams` reports of one
-  // request each, with `left` requests to go before the nearest limit.
-  std::chrono::microseconds drain(std::chrono::microseconds gap, uint64_t datagrams,
-                                  std::optional<uint64_t> left = std::nullopt,
-                                  std::optional<unsigned> queue = 512, bool emptied = true) {
+  // A drain `gap` after the previous one that read `datagrams` carrying
+  // `requests` requests, with `left` requests to go before the nearest limit.
+  std::chrono::microseconds read(std::chrono::microseconds gap, uint64_t datagrams,
+                                 uint64_t requests, std::optional<uint64_t> left,
+                                 std::optional<unsigned> queue = 512, bool emptied = true) {
     at_ += gap;
-    requests_ += datagrams;
+    requests_ += requests;
     return pacer_.after({.at = at_,
                          .datagrams = datagrams,
                          .emptied = emptied,
                          .requests = requests_,
                          .requests_left = left,
                          .queue_limit = queue});
+  }
+  // The same with reports of one request each.
+  std::chrono::microseconds drain(std::chrono::microseconds gap, uint64_t datagrams,
+                                  std::optional<uint64_t> left = std::nullopt,
+                                  std::optional<unsigned> queue = 512, bool emptied = true) {
+    return read(gap, datagrams, datagrams, left, queue, emptied);
   }
 
   ReadPacer pacer_;
@@ -84,29 +90,17 @@ TEST_F(ReadPacerTest, NearALimitEveryReportIsReadAsItComes) {
 
 TEST_F(ReadPacerTest, ADatagramCarryingManyRequestsCountsThemAll) {
   drain(0us, 1);
-  at_ += 1ms;
-  requests_ += 40;  // one datagram: 40 requests a worker had kept back
-  auto hold = pacer_.after({.at = at_,
-                            .datagrams = 1,
-                            .emptied = true,
-                            .requests = requests_,
-                            .requests_left = 82,
-                            .queue_limit = 512});
+  // One datagram: 40 requests a worker had kept back.
+  auto hold = read(1ms, 1, 40, 82);
   // 40 requests a millisecond: (82 - 2) / 80 = 1 ms; by datagrams alone it would be 2 ms.
   EXPECT_EQ(hold, 1000us);
 }
 
 TEST_F(ReadPacerTest, DatagramsWithoutRequestsStillBoundTheHoldNearALimit) {
   drain(0us, 0);
-  at_ += 100us;
   // 10 datagrams a millisecond that counted nothing (READY, STATUS...): any
   // of the next could be a request.
-  auto hold = pacer_.after({.at = at_,
-                            .datagrams = 1,
-                            .emptied = true,
-                            .requests = requests_,
-                            .requests_left = 12,
-                            .queue_limit = 512});
+  auto hold = read(100us, 1, 0, 12);
   EXPECT_EQ(hold, 500us);  // (12 - 2) / (2 * 10)
 }
 
@@ -124,13 +118,7 @@ TEST_F(ReadPacerTest, AHoldEndingOnAnEmptyQueueGoesBackToReadingOnWakeUp) {
 TEST_F(ReadPacerTest, ACountThatWentDownMeasuresNothing) {
   drain(0us, 1);
   requests_ = 0;  // the counting started over
-  at_ += 100us;
-  auto hold = pacer_.after({.at = at_,
-                            .datagrams = 1,
-                            .emptied = true,
-                            .requests = 0,
-                            .requests_left = 22,
-                            .queue_limit = 512});
+  auto hold = read(100us, 1, 0, 22);
   EXPECT_EQ(hold, 1000us);  // bounded by the datagram rate: (22 - 2) / (2 * 10)
 }
 
