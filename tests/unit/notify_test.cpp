@@ -2,6 +2,7 @@
 // the socket on a real libuv loop with real senders (this process, forked
 // children, the Python helper).
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -705,6 +706,65 @@ TEST_F(NotifySocketTest, ThePythonHelperFailsWhenTheSocketIsGone) {
                        {"NOTIFY_SOCKET=@recycler-test-nobody-listens"});
   ASSERT_GT(python, 0);
   EXPECT_EQ(wait_exit_code(python), 1);
+}
+
+// examples/python/recycler_gunicorn.py, the gunicorn hooks that go with the
+// helper: a worker that leaves does so at once, with its status.
+TEST(GunicornHelper, ALeavingWorkerEndsAtOnceWithItsStatusAndItsOutputFlushed) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  const char* script = R"(
+import sys, atexit
+sys.path.insert(0, sys.argv[1])
+import recycler_gunicorn
+atexit.register(lambda: print(" atexit ran", flush=True))
+print("buffered", end="")
+try:
+    sys.exit(3)  # gunicorn's "worker failed to boot": its master stops on it
+finally:
+    recycler_gunicorn.leave_now()  # as from gunicorn's worker_exit hook
+)";
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {}, out[1]);
+  ::close(out[1]);
+  ASSERT_GT(python, 0);
+  std::string printed = read_line(out[0]);
+  ::close(out[0]);
+  EXPECT_EQ(wait_exit_code(python), 3) << "the status it was leaving with";
+  EXPECT_EQ(printed, "buffered") << "flushed, and no atexit handler ran";
+}
+
+TEST(GunicornHelper, TheMasterForksMissingWorkersWithoutItsPauseAndOnlyGunicornsIsChanged) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  const char* script = R"(
+import sys
+sys.path.insert(0, sys.argv[1])
+import recycler_gunicorn
+class Arbiter:  # the parts of gunicorn's that it uses
+    num_workers = 3
+    WORKERS = {101: None}
+    forked = 0
+    def spawn_worker(self):
+        Arbiter.forked += 1
+    def spawn_workers(self):
+        raise SystemExit("gunicorn's own spawn_workers ran")
+arbiter = Arbiter()
+assert recycler_gunicorn.no_spawn_pause(arbiter)
+arbiter.spawn_workers()
+assert Arbiter.forked == 2, Arbiter.forked
+assert not recycler_gunicorn.no_spawn_pause(object())
+assert recycler_gunicorn.leave_now() is False, "not leaving: nothing to do"
+print("ok")
+)";
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {}, out[1]);
+  ::close(out[1]);
+  ASSERT_GT(python, 0);
+  std::string printed = read_line(out[0]);
+  ::close(out[0]);
+  EXPECT_EQ(wait_exit_code(python), 0);
+  EXPECT_EQ(printed, "ok");
 }
 
 }  // namespace
