@@ -26,6 +26,9 @@
 # QLEN=512 sets net.unix.max_dgram_qlen (how many datagrams the kernel queues
 # on one notify socket; systemd sets 512 at boot, the kernel's default is 10)
 # for the run and puts the old value back at the end; the table names it.
+# FAST_RECYCLE=1 gives every row's gunicorn the hooks of
+# examples/python/recycler_gunicorn.py (a worker that leaves skips the
+# interpreter's teardown; the master forks without its pause); the table says so.
 # KEEP=1 keeps the logs (the directory is printed). Kills only the processes
 # it started; recycler gets a cgroup_root of its own, removed at the end.
 set -u
@@ -37,6 +40,7 @@ BIN=${BIN:-$BUILD_DIR/supervisor/recycler}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-20}
 ROWS=${ROWS:-a b c0 c d e}
+FAST_RECYCLE=${FAST_RECYCLE:-0}
 PYTHON=/usr/bin/python3
 SERVING=$REPO/bench/serving
 
@@ -153,6 +157,7 @@ programs:
       SERVE_ERROR_LOG: "$RUN_DIR/error.log"
       SERVE_COUNT: "1"
       SERVE_READY: "1"
+      SERVE_FAST_RECYCLE: "$FAST_RECYCLE"
     stop: {signal: TERM, timeout: 10s}  # longer than graceful_timeout (5 s)
 $listen
 $recycle
@@ -167,7 +172,8 @@ start_server() {  # ROW
     a | b)
       [[ $1 = b ]] && gunicorn+=(--max-requests 200 --max-requests-jitter 50)
       SERVE_BIND=127.0.0.1:$PORT SERVE_ACCESS_LOG=$RUN_DIR/access.log \
-        SERVE_ERROR_LOG=$RUN_DIR/error.log "${gunicorn[@]}" </dev/null >"$RUN_DIR/stdout.log" 2>&1 &
+        SERVE_ERROR_LOG=$RUN_DIR/error.log SERVE_FAST_RECYCLE=$FAST_RECYCLE \
+        "${gunicorn[@]}" </dev/null >"$RUN_DIR/stdout.log" 2>&1 &
       ;;
     *)
       recycler_config "$1" >"$RUN_DIR/recycler.yaml"
@@ -197,7 +203,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 
 echo
-echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, FAST_RECYCLE=$FAST_RECYCLE, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # shellcheck disable=SC2086  # one argument per row
 $PYTHON "$SERVING/report.py" "$TMP" $ROWS

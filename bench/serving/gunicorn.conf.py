@@ -10,12 +10,17 @@
 #                     examples/python/recycler_notify.py), and STOPPING=1 once
 #                     a recycled worker has left its accept loop (worker_exit)
 #   SERVE_READY=1     send READY=1 once a worker has loaded the app
+#   SERVE_FAST_RECYCLE=1  examples/python/recycler_gunicorn.py's two hooks: a
+#                     worker that leaves skips the interpreter's teardown, and
+#                     the master forks without its pause (FAST_RECYCLE=1 to
+#                     serving.sh: every row)
 import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_here, "..", "..", "examples", "python"))
-import recycler_notify  # noqa: E402  (found through the path set just above)
+import recycler_gunicorn  # noqa: E402  (found through the path set just above)
+import recycler_notify  # noqa: E402
 
 wsgi_app = "app:app"
 chdir = _here
@@ -31,15 +36,30 @@ access_log_format = '%(p)s "%(r)s" %(s)s'
 errorlog = os.environ.get("SERVE_ERROR_LOG", "-")
 loglevel = "info"
 
-if os.environ.get("SERVE_COUNT") == "1":
+_count = os.environ.get("SERVE_COUNT") == "1"
+_fast = os.environ.get("SERVE_FAST_RECYCLE") == "1"
+
+if _count:
 
     def post_request(worker, req, environ, resp):
         recycler_notify.requests(1)
 
-    # As examples/gunicorn/gunicorn.conf.py: a recycled worker says it has
-    # left its accept loop, so the next one due need not wait for its exit.
+
+if _count or _fast:
+
     def worker_exit(server, worker):
-        recycler_notify.stopping()
+        # As examples/gunicorn/gunicorn.conf.py: a recycled worker says it has
+        # left its accept loop, so the next one due need not wait for its exit.
+        if _count:
+            recycler_notify.stopping()
+        if _fast:
+            recycler_gunicorn.leave_now()
+
+
+if _fast:
+
+    def on_starting(server):
+        recycler_gunicorn.no_spawn_pause(server)
 
 
 if os.environ.get("SERVE_READY") == "1":
