@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "supervisor/notify/message.h"
@@ -708,6 +709,18 @@ TEST_F(NotifySocketTest, ThePythonHelperFailsWhenTheSocketIsGone) {
   EXPECT_EQ(wait_exit_code(python), 1);
 }
 
+// Runs `script` with examples/python as its argv[1]: its exit status (-1 when
+// it could not start) and the first line it printed.
+std::pair<int, std::string> run_python(const char* script) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {-1, ""};
+  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {}, out[1]);
+  ::close(out[1]);
+  std::string printed = python > 0 ? read_line(out[0]) : "";
+  ::close(out[0]);
+  return {python > 0 ? wait_exit_code(python) : -1, printed};
+}
+
 // examples/python/recycler_gunicorn.py, the gunicorn hooks that go with the
 // helper: a worker that leaves does so at once, with its status.
 TEST(GunicornHelper, ALeavingWorkerEndsAtOnceWithItsStatusAndItsOutputFlushed) {
@@ -723,14 +736,8 @@ try:
 finally:
     recycler_gunicorn.leave_now()  # as from gunicorn's worker_exit hook
 )";
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {}, out[1]);
-  ::close(out[1]);
-  ASSERT_GT(python, 0);
-  std::string printed = read_line(out[0]);
-  ::close(out[0]);
-  EXPECT_EQ(wait_exit_code(python), 3) << "the status it was leaving with";
+  auto [status, printed] = run_python(script);
+  EXPECT_EQ(status, 3) << "the status it was leaving with";
   EXPECT_EQ(printed, "buffered") << "flushed, and no atexit handler ran";
 }
 
@@ -756,14 +763,8 @@ assert not recycler_gunicorn.no_spawn_pause(object())
 assert recycler_gunicorn.leave_now() is False, "not leaving: nothing to do"
 print("ok")
 )";
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  pid_t python = spawn({kPython, "-c", script, kHelperDir}, {}, out[1]);
-  ::close(out[1]);
-  ASSERT_GT(python, 0);
-  std::string printed = read_line(out[0]);
-  ::close(out[0]);
-  EXPECT_EQ(wait_exit_code(python), 0);
+  auto [status, printed] = run_python(script);
+  EXPECT_EQ(status, 0);
   EXPECT_EQ(printed, "ok");
 }
 
