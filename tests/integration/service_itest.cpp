@@ -19,6 +19,13 @@ using ::testing::HasSubstr;
 
 // Datagrams until one contains `what`, for at most `timeout`: how many
 // of them did, counting that one (0 when none came).
+// WATCHDOG_USEC for an interval of `interval`, scaled like every wait here
+// (RECYCLER_TEST_TIME_SCALE): a slow machine or the VM may turn recycler's
+// loop some 150 ms late at start-up, which must not read as a blocked loop.
+std::string watchdog_usec(Millis interval) {
+  return "WATCHDOG_USEC=" + std::to_string(scaled(interval).count() * 1000);
+}
+
 size_t receive_until(SystemdSocket& s, const std::string& what, Millis timeout = 10s) {
   auto deadline = std::chrono::steady_clock::now() + scaled(timeout);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -39,15 +46,15 @@ TEST(Service, WatchdogPingsArriveEveryHalfIntervalWhileHealthy) {
     sample_interval: 100ms
 )"));
   Recycler::Options options = in_sandbox(sb);
-  options.env = {"NOTIFY_SOCKET=" + sb.tmp() + "/notify.sock", "WATCHDOG_USEC=600000"};
+  options.env = {"NOTIFY_SOCKET=" + sb.tmp() + "/notify.sock", watchdog_usec(600ms)};
   Recycler r({"run", "-c", cfg}, std::move(options));
-  ASSERT_TRUE(r.wait_for("systemd watchdog: WATCHDOG=1 every 300ms while healthy"));
+  ASSERT_TRUE(r.wait_for("systemd watchdog: WATCHDOG=1 every "));  // 300ms, scaled
   ASSERT_TRUE(r.wait_for("app[0] started"));
   // Five pings in a row, each within the watchdog interval of the last.
   size_t pings = 0;
   auto last = std::chrono::steady_clock::now();
   while (pings < 5) {
-    std::string d = systemd.receive(600ms);
+    std::string d = systemd.receive(scaled(600ms));
     ASSERT_FALSE(d.empty()) << "no datagram within the watchdog interval; " << pings
                             << " pings so far\n"
                             << r.output();
@@ -71,20 +78,28 @@ TEST(Service, ABlockedLoopSendsNoPingAndSaysWhy) {
     command: ["sleep", "1000"]
 )"));
   Recycler::Options options = in_sandbox(sb);
-  options.env = {"NOTIFY_SOCKET=" + sb.tmp() + "/notify.sock", "WATCHDOG_USEC=400000"};
+  options.env = {"NOTIFY_SOCKET=" + sb.tmp() + "/notify.sock", watchdog_usec(400ms)};
   Recycler r({"run", "-c", cfg}, std::move(options));
   ASSERT_TRUE(r.wait_for("app[0] started"));
+  // Healthy right now: a ping sent after those queued so far (the first one
+  // goes out at start-up, and a slow start-up, as in the VM, may have stopped
+  // the pings since; recycler says "not pinging" once until it is healthy again).
+  while (!systemd.receive(10ms).empty()) {
+  }
   ASSERT_EQ(receive_until(systemd, "WATCHDOG=1"), 1u) << r.output();
+  r.collect();
+  const std::string blocked = "systemd watchdog: not pinging (the loop was blocked";
+  const std::string healthy = "systemd watchdog: healthy again; pinging";
+  size_t blocked_before = r.count(blocked), healthy_before = r.count(healthy);
   // Stopped, recycler's loop cannot turn: nothing may arrive meanwhile.
   r.signal(SIGSTOP);
   while (!systemd.receive(10ms).empty()) {  // what was sent before it stopped
   }
-  EXPECT_EQ(systemd.receive(800ms), "") << "a stopped recycler pinged";
+  EXPECT_EQ(systemd.receive(scaled(800ms)), "") << "a stopped recycler pinged";
   r.signal(SIGCONT);
-  auto why = r.wait_for("systemd watchdog: not pinging (the loop was blocked");
-  ASSERT_TRUE(why);
+  ASSERT_TRUE(r.wait_for_count(blocked, blocked_before + 1)) << r.output();
   // And once the loop turns on time again, the pings come back.
-  ASSERT_TRUE(r.wait_for("systemd watchdog: healthy again; pinging"));
+  ASSERT_TRUE(r.wait_for_count(healthy, healthy_before + 1)) << r.output();
   EXPECT_EQ(receive_until(systemd, "WATCHDOG=1"), 1u);
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(), 0);
