@@ -35,6 +35,10 @@ class MaxRequests final : public Policy {
   std::optional<uint64_t> requests_left(const PolicyState& base) const override {
     return static_cast<const State&>(base).left;
   }
+  // The jitter only adds: no process's limit is under limit_.
+  std::optional<uint64_t> requests_exact_from() const override {
+    return scope_.process ? limit_ : 1;
+  }
   bool checkpoints() const override {
     return !scope_.process && scope_.action == Decision::Action::Checkpoint;
   }

@@ -107,6 +107,12 @@ class Policy {
   // may still serve before it acts; nullopt for the others. While every limit
   // is far, the notify socket may rest between reads (notify/read_pacer.h).
   virtual std::optional<uint64_t> requests_left(const PolicyState&) const { return std::nullopt; }
+  // For a policy that counts requests: the fewest requests one process must
+  // have served before the policy may act on it, or 1 where every request
+  // counts (a whole worker's limit adds up its processes' counts); nullopt
+  // for the others. Below it a process may report in batches
+  // (RECYCLER_REQUESTS_BATCH_BELOW: config::ProgramConfig::requests_batch_below).
+  virtual std::optional<uint64_t> requests_exact_from() const { return std::nullopt; }
   // What `recycler status` shows of it: the memory figure it watches
   // (metric.h's name: "anon", "uss", ...) and its limit in bytes for a worker
   // whose memory_max is `memory_max` (empty where it is a share of a GPU);

@@ -67,6 +67,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   // A recycler run as another recycler's worker must not pass its own on.
   env.erase("RECYCLER_RESUME");
   env.erase("RECYCLER_RECYCLE_REASON");
+  env.erase(config::kRequestsBatchBelowVar);
   for (const auto& [k, v] : program.env) env[k] = v;
   if (program.threads) {
     for (const char* var : config::kThreadEnvVars)
@@ -78,6 +79,11 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   env["RECYCLER_GENERATION"] = std::to_string(generation);
   // sd_notify(3) senders (READY=1, STATUS=...) and RECYCLER_REQUESTS=N reach recycler.
   if (!notify_socket.empty()) env["NOTIFY_SOCKET"] = notify_socket;
+  // How many requests each process may report in batches, not one by one.
+  if (!program.env.count(config::kRequestsBatchBelowVar)) {
+    auto below = program.requests_batch_below();
+    env[config::kRequestsBatchBelowVar] = below ? std::to_string(*below) : "unlimited";
+  }
   if (cause) {
     env["RECYCLER_RECYCLE_REASON"] = cause->reason;
     if (cause->resume) env["RECYCLER_RESUME"] = "1";

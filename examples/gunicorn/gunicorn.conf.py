@@ -2,8 +2,10 @@
 #
 #   /usr/bin/python3 -m gunicorn -c examples/gunicorn/gunicorn.conf.py
 #
-# Each worker reports every request it served to recycler over NOTIFY_SOCKET
-# (the post_request hook below), so recycler counts requests per worker pid.
+# Each worker counts every request it served for recycler over NOTIFY_SOCKET
+# (the post_request hook below), so recycler counts requests per worker pid;
+# the helper holds them back while the worker is far below its limit
+# (RECYCLER_REQUESTS_BATCH_BELOW) and sends each one near it.
 import os
 import sys
 
@@ -40,7 +42,7 @@ max_requests = 0
 
 
 def post_request(worker, req, environ, resp):
-    # Runs in the worker process: the datagram carries the worker's own pid.
+    # Runs in the worker process: the datagrams carry the worker's own pid.
     recycler_notify.requests(1)
 
 
@@ -55,7 +57,8 @@ def post_worker_init(worker):
 def worker_exit(server, worker):
     # Runs in the worker once it has left its accept loop (it serves no more):
     # recycler then lets the next worker due go at once, instead of holding it
-    # back (max_concurrent_process_recycles) until this one has exited.
+    # back (max_concurrent_process_recycles) until this one has exited. The
+    # message carries the requests the helper still held back.
     recycler_notify.stopping()
     # Then it leaves without the interpreter's teardown (30 ms of CPU and more
     # under load), which the master waits for before it forks the replacement.

@@ -9,6 +9,7 @@ recycler's extensions, with the standard library only::
     rn.ready()                      # READY=1: startup finished
     rn.status("loaded model v3")    # STATUS=...: shown in recycler's log
     rn.requests()                   # RECYCLER_REQUESTS=1: one more request served
+    rn.flush()                      # sends the request counts held back (see below)
     rn.checkpointed()               # RECYCLER_CHECKPOINTED=1: the checkpoint asked for is saved
     rn.device_bytes(n)              # RECYCLER_DEVICE_BYTES=n: accelerator memory in use
     rn.iteration(i)                 # RECYCLER_ITERATION=i: iteration i is about to start
@@ -37,6 +38,17 @@ supervisor's queue; request counts never wait: a count that cannot be sent at
 once is kept and added to the next one. Each process uses its own socket,
 created again after a fork, so that a pre-fork server's workers report for
 themselves (the supervisor tells senders apart by their pid).
+
+Request counts go in batches while no limit can be near. recycler puts
+RECYCLER_REQUESTS_BATCH_BELOW=N in its workers' environment: its smallest
+per-process request limit ("unlimited" when none of its policies acts on a
+process's count). A process sends its first request at once, then holds its
+counts until it has served N (sending what it holds at most BATCH_SECONDS
+after the last report, with its next request), and from its Nth request on
+sends each one as it is served: recycler still decides on the very request
+that reaches a limit, for one datagram every N requests or so instead of one a
+request. Without the variable every request is sent as it is served.
+stopping() carries what is held; a process that ends otherwise calls flush().
 """
 
 import os
@@ -44,26 +56,45 @@ import select
 import socket
 import sys
 import threading
+import time
 
-__all__ = ["notify", "ready", "status", "requests", "checkpointed", "device_bytes", "iteration",
-           "stopping"]
+__all__ = ["notify", "ready", "status", "requests", "flush", "checkpointed", "device_bytes",
+           "iteration", "stopping"]
 
 MAX_REQUESTS_PER_MESSAGE = 1_000_000  # the supervisor rejects larger counts
 WAIT_SECONDS = 1.0  # how long a lifecycle message may wait for a full queue
+BATCH_SECONDS = 1.0  # the longest a busy process holds request counts back
+BATCH_BELOW_VARIABLE = "RECYCLER_REQUESTS_BATCH_BELOW"
 
 _lock = threading.Lock()
 _pid = None  # the process _sock belongs to
 _sock = None
 _pending_requests = 0  # counted here, not yet sent
+_served = 0  # requests() counted in this process, sent or not
+_batch_below = 1  # from the environment, read once per process: 1 holds nothing back
+_NEVER = float("-inf")
+_sent_at = _NEVER  # time.monotonic() of the last count sent
+_clock = time.monotonic
 
 
 def _reset_in_child():
-    global _lock, _pid, _sock, _pending_requests
+    global _lock, _pid, _sock, _pending_requests, _served, _sent_at
     _lock = threading.Lock()  # another thread of the parent may have held it
     # The parent's socket and uncounted requests are the parent's: a fork
     # through os.fork (a pre-fork server's workers) starts afresh, and
     # requests() can trust _sock without asking for its pid each time.
-    _pid, _sock, _pending_requests = None, None, 0
+    _pid, _sock, _pending_requests, _served, _sent_at = None, None, 0, 0, _NEVER
+
+
+def _read_batch_below():
+    """RECYCLER_REQUESTS_BATCH_BELOW: how many requests may be held back; 1 (none) if unset."""
+    value = os.environ.get(BATCH_BELOW_VARIABLE, "").strip()
+    if value == "unlimited":
+        return float("inf")
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1
 
 
 os.register_at_fork(after_in_child=_reset_in_child)
@@ -81,9 +112,10 @@ def _address():
 
 def _this_process():
     """Called with _lock held: forgets what a parent process left behind."""
-    global _pid, _sock, _pending_requests
+    global _pid, _sock, _pending_requests, _served, _sent_at, _batch_below
     if _pid != os.getpid():
-        _pid, _sock, _pending_requests = os.getpid(), None, 0
+        _pid, _sock, _pending_requests, _served, _sent_at = os.getpid(), None, 0, 0, _NEVER
+        _batch_below = _read_batch_below()
 
 
 def _connected(address):
@@ -165,7 +197,14 @@ def status(text):
 
 
 def stopping():
-    return notify(STOPPING=1)
+    """STOPPING=1, with the request counts held back: the process serves no more."""
+    held = _take_pending()
+    if not held:
+        return notify(STOPPING=1)
+    if notify(STOPPING=1, RECYCLER_REQUESTS=held):
+        return True
+    _give_back(held)
+    return False
 
 
 def checkpointed():
@@ -185,40 +224,70 @@ def iteration(n, device_bytes=None):
     return notify(RECYCLER_DEVICE_BYTES=int(device_bytes), RECYCLER_ITERATION=int(n))
 
 
-_ONE_REQUEST = b"RECYCLER_REQUESTS=1"
-
-
 def requests(n=1):
-    """Counts `n` more completed requests; what cannot be sent now goes with the next call."""
-    # Called once per request: the common case (one request, nothing kept
-    # back, this process's socket connected) is one send and nothing else.
-    sock = _sock
-    if sock is not None and n == 1 and not _pending_requests:
-        try:
-            sock.send(_ONE_REQUEST)
-            return True
-        except Exception:
-            pass  # a full queue or a gone supervisor: counted below, as any call
-    return _requests(n)
-
-
-def _requests(n):
-    global _pending_requests
+    """Counts `n` more completed requests; sends them now or with a later call
+    (see the module's docstring). False when nothing could be sent."""
+    global _served, _pending_requests, _sent_at
     try:
-        if _address() is None:
-            return False
+        n = int(n)
+        now = _clock()
         with _lock:
-            _this_process()
-            _pending_requests += int(n)
-            count = min(_pending_requests, MAX_REQUESTS_PER_MESSAGE)
-            _pending_requests -= count
-        if _send("RECYCLER_REQUESTS=%d" % count, 0):
-            return True
-        with _lock:
-            _pending_requests += count
-        return False
+            # A fork forgets _sock (_reset_in_child): while it is set,
+            # _this_process() has run in this process, whose settings and
+            # counts these are.
+            counted = _sock is not None
+            if counted:
+                _served += n
+                _pending_requests += n
+                if _served < _batch_below and now - _sent_at < BATCH_SECONDS:
+                    return True
+        return _send_requests(0 if counted else n, now)
     except Exception:
         return False
+
+
+def flush():
+    """Sends the request counts held back, if any; True when nothing is left held."""
+    held = _take_pending()
+    if not held:
+        return True
+    if _send("RECYCLER_REQUESTS=%d" % held, 0):
+        return True
+    _give_back(held)
+    return False
+
+
+def _take_pending():
+    global _pending_requests
+    with _lock:
+        held = min(_pending_requests, MAX_REQUESTS_PER_MESSAGE)
+        _pending_requests -= held
+    return held
+
+
+def _give_back(count):
+    global _pending_requests
+    with _lock:
+        _pending_requests += count
+
+
+def _send_requests(n, now):
+    """Sends what is pending plus `n` requests not counted yet (a first call)."""
+    global _served, _pending_requests, _sent_at
+    if _address() is None:
+        return False
+    with _lock:
+        _this_process()
+        _served += n
+        _pending_requests += n
+        count = min(_pending_requests, MAX_REQUESTS_PER_MESSAGE)
+        _pending_requests -= count
+    if _send("RECYCLER_REQUESTS=%d" % count, 0):
+        with _lock:
+            _sent_at = now
+        return True
+    _give_back(count)
+    return False
 
 
 def _main(argv):

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "policies/policy.h"
@@ -53,6 +54,14 @@ const PolicyConfig* ProgramConfig::request_counting_policy() const {
   for (const PolicyConfig& p : policies)
     if (p.policy && (p.policy->needs() & policies::kNeedsRequests)) return &p;
   return nullptr;
+}
+
+std::optional<uint64_t> ProgramConfig::requests_batch_below() const {
+  std::optional<uint64_t> below;
+  for (const PolicyConfig& p : policies)
+    if (auto from = p.policy ? p.policy->requests_exact_from() : std::nullopt)
+      below = std::min(below.value_or(*from), *from);
+  return below;
 }
 
 std::string ProgramConfig::request_source() const {

@@ -258,6 +258,12 @@ struct ProgramConfig {
   // none is never recycled by it: ...". Unescaped: `requests.pattern` is text
   // from the file.
   std::string request_source() const;
+  // RECYCLER_REQUESTS_BATCH_BELOW in its workers' environment: below how many
+  // requests each of their processes may report its counts in batches
+  // (examples/python/recycler_notify.py), the smallest requests_exact_from()
+  // of its policies; nullopt ("unlimited") when none of them acts on a
+  // process's count, 1 when every request counts.
+  std::optional<uint64_t> requests_batch_below() const;
 };
 
 struct LogConfig {
@@ -312,6 +318,10 @@ struct Config {
   // The NVML library to load, when anything asks for GPU figures.
   std::optional<std::string> nvml_library() const;
 };
+
+// Set in each worker's environment unless the program's env sets it:
+// ProgramConfig::requests_batch_below(), or "unlimited".
+inline constexpr const char* kRequestsBatchBelowVar = "RECYCLER_REQUESTS_BATCH_BELOW";
 
 // Environment variables that `threads: N` sets unless the program's env sets them.
 inline constexpr const char* kThreadEnvVars[] = {"OMP_NUM_THREADS", "MKL_NUM_THREADS",

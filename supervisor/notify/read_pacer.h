@@ -1,5 +1,7 @@
 // How long a busy notify socket may be left unread after a drain. A worker
-// that reports every request it serves wakes the supervisor once per request
+// that reports every request it serves (recycler_notify.py holds them back
+// below RECYCLER_REQUESTS_BATCH_BELOW; other senders, or a whole-worker
+// limit, may not) wakes the supervisor once per request
 // when the socket is read as soon as it is readable: at 10,000 requests a
 // second that wake-up (a context switch) is most of what counting costs. When
 // reports come fast, the socket rests for a moment after each drain and the

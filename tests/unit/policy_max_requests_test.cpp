@@ -173,6 +173,15 @@ TEST_F(MaxRequestsPolicy, OtherPoliciesCountNoRequests) {
   ASSERT_TRUE(policy);
   Watch watch(*policy, worker);
   EXPECT_EQ(watch.requests_left(), std::nullopt);
+  EXPECT_EQ(policy->requests_exact_from(), std::nullopt);
+}
+
+// Below limit (the jitter only adds) a process's counts may come in batches;
+// a whole worker's limit adds its processes up, so each of their requests counts.
+TEST_F(MaxRequestsPolicy, CountsMustBeExactFromTheLimitPerProcessAndFromTheFirstPerWorker) {
+  EXPECT_EQ(make("max_requests", "{limit: 200, jitter: 50, scope: process}")->requests_exact_from(),
+            200u);
+  EXPECT_EQ(make("max_requests", "{limit: 200, jitter: 50}")->requests_exact_from(), 1u);
 }
 
 TEST_F(MaxRequestsPolicy, ProcessScopeDrawsJitterPerProcessWithinRange) {

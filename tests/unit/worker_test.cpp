@@ -13,6 +13,7 @@
 
 #include "tests/support/fakes.h"
 #include "tests/support/log_capture.h"
+#include "tests/support/policy_harness.h"
 
 namespace recycler {
 namespace {
@@ -440,7 +441,38 @@ TEST(WorkerEnvironment, AllocatorAddsExactlyItsVariablesAndTheProgramsEnvWins) {
   EXPECT_THAT(env, ElementsAre("GLIBC_TUNABLES=glibc.malloc.top_pad=0",
                                "LD_PRELOAD=/opt/libprof.so:/usr/lib/libjemalloc.so.2",
                                "MALLOC_ARENA_MAX=2", "MALLOC_CONF=narenas:4", "PATH=/bin",
-                               "RECYCLER_GENERATION=1", "RECYCLER_PROGRAM=x", "RECYCLER_SLOT=0"));
+                               "RECYCLER_GENERATION=1", "RECYCLER_PROGRAM=x",
+                               "RECYCLER_REQUESTS_BATCH_BELOW=unlimited", "RECYCLER_SLOT=0"));
+}
+
+// How many requests each process may report in batches (recycler_notify.py):
+// the smallest per-process limit; 1 once a whole worker's limit counts them all.
+TEST(WorkerEnvironment, RequestsMayComeInBatchesBelowTheSmallestProcessLimit) {
+  auto batch_below = [](const config::ProgramConfig& p,
+                        const std::vector<std::string>& base = {}) -> std::string {
+    for (const std::string& kv : worker_environment(base, p, 0, 1))
+      if (kv.rfind("RECYCLER_REQUESTS_BATCH_BELOW=", 0) == 0) return kv.substr(kv.find('=') + 1);
+    return "<unset>";
+  };
+  auto policy = [](const std::string& yaml) {
+    return config::PolicyConfig{"max_requests", yaml,
+                                recycler::testing::make("max_requests", yaml)};
+  };
+  config::ProgramConfig p;
+  p.name = "web";
+  EXPECT_EQ(batch_below(p, {"RECYCLER_REQUESTS_BATCH_BELOW=5"}), "unlimited")
+      << "no policy counts a process's requests; nothing inherited is passed on";
+  p.policies.push_back(
+      {"max_lifetime", "{after: 1h}", recycler::testing::make("max_lifetime", "{after: 1h}")});
+  EXPECT_EQ(batch_below(p), "unlimited");
+  p.policies.push_back(policy("{limit: 200, jitter: 50, scope: process}"));
+  EXPECT_EQ(batch_below(p), "200");
+  p.policies.push_back(policy("{limit: 150, scope: process}"));
+  EXPECT_EQ(batch_below(p), "150");
+  p.policies.push_back(policy("{limit: 1000}"));
+  EXPECT_EQ(batch_below(p), "1") << "a whole worker's limit counts every request";
+  p.env = {{"RECYCLER_REQUESTS_BATCH_BELOW", "1000"}};
+  EXPECT_EQ(batch_below(p), "1000") << "the program's env wins";
 }
 
 class RecycleTest : public WorkerTest {};
