@@ -10,9 +10,10 @@
 #                     examples/python/recycler_notify.py), and STOPPING=1 once
 #                     a recycled worker has left its accept loop (worker_exit)
 #   SERVE_READY=1     send READY=1 once a worker has loaded the app
-#   SERVE_FAST_RECYCLE=1  examples/python/recycler_gunicorn.py's two hooks: a
-#                     worker that leaves skips the interpreter's teardown, and
-#                     the master forks without its pause (FAST_RECYCLE=1 to
+#   SERVE_FAST_RECYCLE=1  examples/python/recycler_gunicorn.py's hooks: a
+#                     worker that leaves skips the interpreter's teardown, the
+#                     master forks without its pause, and a worker signalled
+#                     before it set its handlers leaves (FAST_RECYCLE=1 to
 #                     serving.sh: every row)
 import os
 import sys
@@ -62,8 +63,14 @@ if _fast:
         recycler_gunicorn.no_spawn_pause(server)
 
 
-if os.environ.get("SERVE_READY") == "1":
+_ready = os.environ.get("SERVE_READY") == "1"
+
+if _ready or _fast:
     # gunicorn 20.1's arbiter sends READY=1 itself, and calls when_ready,
     # before it forks a worker; a worker that has loaded the app can serve.
+    # With the hooks, a worker told to stop before it could hear it leaves.
     def post_worker_init(worker):
-        recycler_notify.ready()
+        if _fast and recycler_gunicorn.honour_early_stop(worker):
+            return
+        if _ready:
+            recycler_notify.ready()

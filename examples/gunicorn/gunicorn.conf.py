@@ -50,8 +50,11 @@ def post_worker_init(worker):
     # The app is loaded in this worker: it can serve. gunicorn's master says
     # READY=1 itself, but before it forks any worker; with
     # `recycle: {mode: surge, ready_from: child}` recycler waits for this one
-    # before it stops the old generation (gunicorn-surge.yaml).
-    recycler_notify.ready()
+    # before it stops the old generation (gunicorn-surge.yaml). Unless it was
+    # told to stop before it could hear it (its master was being stopped as
+    # it forked this worker): then it leaves without serving.
+    if not recycler_gunicorn.honour_early_stop(worker):
+        recycler_notify.ready()
 
 
 def worker_exit(server, worker):

@@ -10,6 +10,14 @@ places, whoever does the recycling (its own max_requests or recycler):
 - After forking each worker the master sleeps up to 100 ms (spawn_workers),
   and reaps and forks nothing meanwhile: a second worker recycled then waits.
 
+And one race that frequent recycling makes common: a worker sent SIGTERM
+between its fork and the moment it sets its own signal handlers (its master
+is being stopped just as it replaces a worker: a whole-server restart) runs
+the master's handler, which queues the signal in the worker's copy of the
+master's queue: the worker never hears it, serves alone on the shared socket
+until the master kills it after graceful_timeout, and the request in hand then
+fails.
+
 In a gunicorn config file (see examples/gunicorn/gunicorn.conf.py)::
 
     import recycler_gunicorn
@@ -20,6 +28,9 @@ In a gunicorn config file (see examples/gunicorn/gunicorn.conf.py)::
     def worker_exit(server, worker):
         recycler_gunicorn.leave_now()
 
+    def post_worker_init(worker):
+        recycler_gunicorn.honour_early_stop(worker)
+
 leave_now() skips what the teardown would run: atexit handlers, and flushing
 what is buffered but not in sys.stdout, sys.stderr or a logging handler (the
 ones it flushes). Leave it out if the app needs those at exit. Standard
@@ -29,9 +40,13 @@ sys.path.
 
 import logging
 import os
+import signal
 import sys
 
-__all__ = ["leave_now", "no_spawn_pause"]
+__all__ = ["leave_now", "no_spawn_pause", "honour_early_stop"]
+
+# What a worker does on them: SIGTERM leaves gracefully, SIGINT and SIGQUIT at once.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
 def leave_now():
@@ -76,4 +91,21 @@ def no_spawn_pause(arbiter):
             arbiter.spawn_worker()
 
     arbiter.spawn_workers = spawn_workers
+    return True
+
+
+def honour_early_stop(worker):
+    """From gunicorn's post_worker_init hook (the worker's own signal handlers
+    are set by then): a stop signal that reached this worker before them sits
+    in its copy of the master's signal queue; the worker then leaves as if it
+    had heard it, before serving anything. Returns True when it does so."""
+    try:
+        from gunicorn.arbiter import Arbiter
+    except Exception:
+        return False
+    queued = getattr(Arbiter, "SIG_QUEUE", None)
+    if not isinstance(queued, list) or not any(s in queued for s in _STOP_SIGNALS):
+        return False
+    del queued[:]  # the master's, not this worker's: nothing else reads them here
+    worker.alive = False
     return True

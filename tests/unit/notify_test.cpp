@@ -827,5 +827,40 @@ print("ok")
   EXPECT_EQ(printed, "ok");
 }
 
+// A worker sent SIGTERM before it set its own handlers runs the master's
+// (gunicorn's real Arbiter.signal): the signal waits in its copy of the
+// master's queue, where honour_early_stop() finds it and the worker leaves.
+TEST(GunicornHelper, AWorkerSignalledBeforeItsHandlersLeavesAndOtherSignalsAreLeftAlone) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  const char* script = R"(
+import os, signal, sys, types
+sys.path.insert(0, sys.argv[1])
+import recycler_gunicorn
+try:
+    from gunicorn.arbiter import Arbiter
+except ImportError:
+    print("no gunicorn")
+    sys.exit(0)
+master = Arbiter.__new__(Arbiter)  # its handler, as a freshly forked worker has it
+master.PIPE = os.pipe()
+for sig in (signal.SIGTERM, signal.SIGTTIN):
+    signal.signal(sig, master.signal)
+worker = types.SimpleNamespace(alive=True)
+os.kill(os.getpid(), signal.SIGTTIN)
+assert not recycler_gunicorn.honour_early_stop(worker), "TTIN is the master's business"
+assert worker.alive
+os.kill(os.getpid(), signal.SIGTERM)
+assert Arbiter.SIG_QUEUE == [signal.SIGTTIN, signal.SIGTERM], Arbiter.SIG_QUEUE
+assert recycler_gunicorn.honour_early_stop(worker)
+assert worker.alive is False, "it leaves its loop before serving"
+assert Arbiter.SIG_QUEUE == []
+print("ok")
+)";
+  auto [status, printed] = run_python(script);
+  EXPECT_EQ(status, 0);
+  if (printed == "no gunicorn") GTEST_SKIP() << "Debian's python3-gunicorn is not installed";
+  EXPECT_EQ(printed, "ok");
+}
+
 }  // namespace
 }  // namespace recycler::notify
