@@ -694,12 +694,32 @@ while not rn.requests(0):
   EXPECT_GT(parse_message(received_.back().data).requests, 1u) << "the carried-over count";
 }
 
+// The helper's request batching: `script` runs with
+// RECYCLER_REQUESTS_BATCH_BELOW=`below` and exits 0; what reached the socket,
+// in order, once `n` datagrams have.
+class HelperBatchingTest : public NotifySocketTest {
+ protected:
+  std::vector<std::string> run_helper(const char* script, const std::string& below, size_t n) {
+    open();
+    pid_t python =
+        spawn({kPython, "-c", script, kHelperDir},
+              {"NOTIFY_SOCKET=" + socket_->address(), "RECYCLER_REQUESTS_BATCH_BELOW=" + below});
+    EXPECT_GT(python, 0);
+    if (python > 0) {
+      EXPECT_EQ(wait_exit_code(python), 0);
+    }
+    EXPECT_TRUE(run_until_received(n));
+    std::vector<std::string> data;
+    for (const auto& r : received_) data.push_back(r.data);
+    return data;
+  }
+};
+
 // RECYCLER_REQUESTS_BATCH_BELOW=5 (the smallest per-process limit): the first
 // request goes at once, the next ones wait, the 5th carries them, and each
 // one from there on goes as it is served.
-TEST_F(NotifySocketTest, ThePythonHelperHoldsRequestsBelowTheLimitAndSendsEachFromIt) {
+TEST_F(HelperBatchingTest, RequestsAreHeldBelowTheLimitAndEachIsSentFromIt) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
-  open();
   const char* script = R"(
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -707,22 +727,15 @@ import recycler_notify as rn
 rn._clock = lambda: 100.0  # no time passes: only the count decides
 sys.exit(0 if all(rn.requests() for _ in range(7)) else 1)
 )";
-  pid_t python = spawn({kPython, "-c", script, kHelperDir},
-                       {"NOTIFY_SOCKET=" + socket_->address(), "RECYCLER_REQUESTS_BATCH_BELOW=5"});
-  ASSERT_GT(python, 0);
-  EXPECT_EQ(wait_exit_code(python), 0);
-  EXPECT_TRUE(run_until_received(4));
-  std::vector<std::string> data;
-  for (const auto& r : received_) data.push_back(r.data);
-  EXPECT_THAT(data, ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=4", "RECYCLER_REQUESTS=1",
-                                "RECYCLER_REQUESTS=1"));
+  EXPECT_THAT(run_helper(script, "5", 4),
+              ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=4", "RECYCLER_REQUESTS=1",
+                          "RECYCLER_REQUESTS=1"));
 }
 
 // With no per-process limit ("unlimited") counts wait at most BATCH_SECONDS,
 // checked at the next request; STOPPING=1 and flush() take what is held.
-TEST_F(NotifySocketTest, ThePythonHelperSendsHeldRequestsAfterASecondAndWhenItStops) {
+TEST_F(HelperBatchingTest, HeldRequestsGoAfterASecondAndWhenTheProcessStops) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
-  open();
   const char* script = R"(
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -741,16 +754,9 @@ ok &= rn.requests()           # held (0.0 s since the last)
 ok &= rn.flush()
 sys.exit(0 if ok else 1)
 )";
-  pid_t python =
-      spawn({kPython, "-c", script, kHelperDir},
-            {"NOTIFY_SOCKET=" + socket_->address(), "RECYCLER_REQUESTS_BATCH_BELOW=unlimited"});
-  ASSERT_GT(python, 0);
-  EXPECT_EQ(wait_exit_code(python), 0);
-  EXPECT_TRUE(run_until_received(4));
-  std::vector<std::string> data;
-  for (const auto& r : received_) data.push_back(r.data);
-  EXPECT_THAT(data, ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=4",
-                                "STOPPING=1\nRECYCLER_REQUESTS=2", "RECYCLER_REQUESTS=1"));
+  EXPECT_THAT(run_helper(script, "unlimited", 4),
+              ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=4",
+                          "STOPPING=1\nRECYCLER_REQUESTS=2", "RECYCLER_REQUESTS=1"));
 }
 
 TEST_F(NotifySocketTest, ThePythonHelperIsANoOpWithoutNotifySocket) {
