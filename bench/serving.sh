@@ -29,6 +29,9 @@
 # FAST_RECYCLE=1 gives every row's gunicorn the hooks of
 # examples/python/recycler_gunicorn.py (a worker that leaves skips the
 # interpreter's teardown; the master forks without its pause); the table says so.
+# LOAD=closed_loop loads each row with bench/serving/closed_loop.py (16
+# connections, a closed loop in Python that times each request itself)
+# instead of wrk, to check wrk's latency figures; the table names it.
 # KEEP=1 keeps the logs (the directory is printed). Kills only the processes
 # it started; recycler gets a cgroup_root of its own, removed at the end.
 set -u
@@ -41,6 +44,8 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-20}
 ROWS=${ROWS:-a b c0 c d e}
 FAST_RECYCLE=${FAST_RECYCLE:-0}
+LOAD=${LOAD:-wrk}
+[[ $LOAD = wrk || $LOAD = closed_loop ]] || { echo "serving.sh: LOAD=$LOAD: wrk or closed_loop" >&2; exit 2; }
 PYTHON=/usr/bin/python3
 SERVING=$REPO/bench/serving
 
@@ -196,14 +201,19 @@ for ((run = 1; run <= RUNS; run++)); do
       tail -n 20 "$RUN_DIR"/*.log >&2
       exit 1
     fi
-    wrk -t2 -c16 -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/" >"$RUN_DIR/wrk.txt" 2>&1
+    if [[ $LOAD = wrk ]]; then
+      wrk -t2 -c16 -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/" >"$RUN_DIR/wrk.txt" 2>&1
+    else  # prints what report.py reads from wrk's output
+      $PYTHON "$SERVING/closed_loop.py" "$PORT" --connections 16 --duration "$DURATION" \
+        >"$RUN_DIR/wrk.txt" 2>&1
+    fi
     stop_server 30
     printf '  %-3s run %d: %s\n' "$row" "$run" "$(grep -h 'Requests/sec' "$RUN_DIR/wrk.txt")" >&2
   done
 done
 
 echo
-echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, FAST_RECYCLE=$FAST_RECYCLE, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load from $LOAD, FAST_RECYCLE=$FAST_RECYCLE, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # shellcheck disable=SC2086  # one argument per row
 $PYTHON "$SERVING/report.py" "$TMP" $ROWS
