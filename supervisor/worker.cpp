@@ -173,6 +173,7 @@ void Worker::spawn() {
   }
   LaunchSpec spec = launch_spec(generation_, cause, *cgroup_);
   clean_exit_.reset();
+  checkpoint_signal_.reset();
   started_at_ = ctx_.timers.now();
 
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
@@ -335,11 +336,26 @@ void Worker::after_drain() {
     finish_stop();
     return;
   }
-  if (clean_exit_ && last_exit_ && last_exit_->success() && !recycle_delay_) {
-    recycle_delay_ = Duration{0};
-    cause_ = std::move(clean_exit_);
+  if (clean_exit_ && last_exit_ && !recycle_delay_) {
+    // Killed by the checkpoint signal itself: it had no handler for it, or it
+    // was already on its way out (Python puts the default actions back while
+    // it exits: a trainer that has just finished). recycler's own signal, not
+    // a crash; its latest checkpoint is on disk whichever it was.
+    bool by_signal =
+        checkpoint_signal_ && last_exit_->signaled && last_exit_->signal == *checkpoint_signal_;
+    if (by_signal)
+      log::warn(
+          "{}: killed by {}, the checkpoint signal: it has no handler for it, or was "
+          "exiting as it came; restarting it with RECYCLER_RESUME=1 to resume from its "
+          "latest checkpoint",
+          name_, units::signal_name(*checkpoint_signal_));
+    if (last_exit_->success() || by_signal) {
+      recycle_delay_ = Duration{0};
+      cause_ = std::move(clean_exit_);
+    }
   }
   clean_exit_.reset();
+  checkpoint_signal_.reset();
   if (recycle_delay_) {
     Duration delay = *std::exchange(recycle_delay_, std::nullopt);
     if (delay <= Duration{0}) {
@@ -457,6 +473,7 @@ int Worker::checkpoint(int signal, RecycleCause cause) {
   if (!process_->signal(signal)) return errno;
   set_phase(StopPhase::Checkpointing);
   expect_clean_exit(std::move(cause));
+  checkpoint_signal_ = signal;
   return 0;
 }
 

@@ -160,7 +160,9 @@ class Worker {
   // starts at once, with `cause`. Cleared by the next start.
   void expect_clean_exit(RecycleCause cause);
   // Asks the running main process to checkpoint: `signal` to it (through its
-  // pidfd) and expect_clean_exit(cause). 0, or the errno of the failure.
+  // pidfd) and expect_clean_exit(cause). Its death by `signal` itself (no
+  // handler for it, or it was exiting as it came) ends the recycle like a
+  // clean exit, with a warning. 0, or the errno of the failure.
   int checkpoint(int signal, RecycleCause cause);
   // Recycles one process of the worker (a pre-fork server's child): `signal`
   // through a pidfd once it is known to be in the worker's cgroup, SIGKILL
@@ -280,6 +282,7 @@ class Worker {
   std::optional<Duration> recycle_delay_;
   std::optional<RecycleCause> cause_;       // for the next start
   std::optional<RecycleCause> clean_exit_;  // expect_clean_exit()
+  std::optional<int> checkpoint_signal_;    // checkpoint(): dying of it ends the recycle too
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;

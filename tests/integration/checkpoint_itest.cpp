@@ -1,9 +1,9 @@
 // Checkpoint-and-restart with real processes in real cgroups, each way it can
-// end: the worker exits cleanly after saving (RECYCLER_RESUME=1 next), it
-// never confirms (on_timeout: restart; on_timeout: wait until memory nears
-// memory_max), or a restart policy overtakes it. Plus the timeline files a
-// program with `timeline:` leaves behind. The workers are /bin/sh around
-// leaky, so these run in the v2 VM too (busybox sh there).
+// end: the worker exits cleanly after saving (RECYCLER_RESUME=1 next), the
+// signal kills it (the same), it never confirms (on_timeout: restart; on_timeout: wait until memory
+// nears memory_max), or a restart policy overtakes it. Plus the timeline files a program with
+// `timeline:` leaves behind. The workers are /bin/sh around leaky, so these run in the v2 VM too
+// (busybox sh there).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,7 +19,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // A shell worker that says how it was started, then (with `usr1` as its
-// USR1 trap: '' ignores it, 'exit 0' ends cleanly) leaks with leaky.
+// USR1 trap: '' ignores it, 'exit 0' ends cleanly, '-' leaves the default
+// action, death) leaks with leaky.
 std::string worker(const std::string& usr1, const std::string& leaky_args) {
   return R"(command: ["/bin/sh", "-c", "trap ')" + usr1 +
          R"(' USR1; echo \"started resume=${RECYCLER_RESUME:-0} reason=${RECYCLER_RECYCLE_REASON:-none}\"; )" +
@@ -49,6 +50,30 @@ TEST(Checkpoint, ACleanExitAfterTheSignalRestartsTheWorkerToResume) {
   ASSERT_TRUE(resumed);
   EXPECT_THAT(*resumed, HasSubstr("(memory policy)"));
   EXPECT_EQ(r.count("has not confirmed"), 0u) << r.output();
+}
+
+// A worker the checkpoint signal kills (no handler; or, as a Python trainer
+// that had just finished, the signal came as it exited): recycler's own
+// signal ended it, so it is restarted at once to resume, not as a crash.
+TEST(Checkpoint, AWorkerKilledByTheCheckpointSignalIsRestartedAtOnceToResume) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = ck_config(sb, "-", "--rate 50MiB --max 160MiB", R"(
+    limits: {memory_max: 512MiB}
+    policies:
+      - memory: {limit: 96MiB, action: checkpoint}
+    checkpoint: {signal: USR1, timeout: 60s}
+    restart: {mode: on-failure}
+)");
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("started resume=0 reason=none", scaled(10s)));
+  ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint: SIGUSR1", scaled(20s)));
+  ASSERT_TRUE(r.wait_for("ck[0] killed by SIGUSR1 after", scaled(5s))) << r.output();
+  ASSERT_TRUE(
+      r.wait_for("ck[0]: killed by SIGUSR1, the checkpoint signal: it has no handler", scaled(5s)))
+      << r.output();
+  ASSERT_TRUE(r.wait_for("started resume=1 reason=anon", scaled(10s))) << r.output();
+  EXPECT_EQ(r.count("restarting in"), 0u) << "not a crash: no backoff\n" << r.output();
 }
 
 TEST(Checkpoint, AWorkerThatNeverConfirmsIsRestartedAfterTheTimeoutWithoutResume) {

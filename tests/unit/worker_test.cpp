@@ -611,6 +611,34 @@ TEST_F(StopPhaseTest, ACheckpointSignalsTheMainProcessAndExpectsItsCleanExit) {
   EXPECT_EQ(w.phase(), StopPhase::None);
 }
 
+// The checkpoint signal came as the worker was exiting (a Python trainer that
+// has just finished has the default action back) or it has no handler: its
+// death by that signal is recycler's doing, not a crash; it resumes from its
+// latest checkpoint. Another signal is still a crash.
+TEST_F(StopPhaseTest, DyingOfTheCheckpointSignalEndsTheRecycleAndResumes) {
+  program.restart.mode = config::RestartMode::OnFailure;
+  Worker& w = make();
+  w.start();
+  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  launcher.exit_last(killed(SIGUSR1));
+  ASSERT_EQ(launcher.launched.size(), 2u) << "restarted at once, no backoff";
+  EXPECT_EQ(w.state(), WorkerState::Running);
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RECYCLE_REASON=leak (leak policy)"));
+  EXPECT_EQ(w.crashes(), 0u);
+  // Only while a checkpoint is asked for: the same signal later is a crash.
+  launcher.exit_last(killed(SIGUSR1));
+  EXPECT_EQ(w.state(), WorkerState::Backoff);
+  timers.advance(backoff_delay());
+  ASSERT_EQ(launcher.launched.size(), 3u);
+  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  launcher.exit_last(killed(SIGSEGV));
+  EXPECT_EQ(w.state(), WorkerState::Backoff) << "another signal is a crash";
+  timers.advance(backoff_delay());
+  ASSERT_EQ(launcher.launched.size(), 4u);
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+}
+
 TEST_F(StopPhaseTest, ACheckpointOfAWorkerNotRunningFails) {
   Worker& w = make();
   EXPECT_EQ(w.checkpoint(SIGUSR1, {}), ESRCH);
