@@ -32,6 +32,10 @@
 # LOAD=closed_loop loads each row with bench/serving/closed_loop.py (16
 # connections, a closed loop in Python that times each request itself)
 # instead of wrk, to check wrk's latency figures; the table names it.
+# LIMIT=200 JITTER=50 are the request limit of (b) to (e); BATCH_BELOW=N puts
+# RECYCLER_REQUESTS_BATCH_BELOW=N in the env: of (c0) to (e) (default: none,
+# recycler's own, the smallest limit), e.g. LIMIT=250 JITTER=0 BATCH_BELOW=250
+# against BATCH_BELOW=225 for what one report a process saves against about 25.
 # KEEP=1 keeps the logs (the directory is printed). Kills only the processes
 # it started; recycler gets a cgroup_root of its own, removed at the end.
 set -u
@@ -45,6 +49,15 @@ DURATION=${DURATION:-20}
 ROWS=${ROWS:-a b c0 c d e}
 FAST_RECYCLE=${FAST_RECYCLE:-0}
 LOAD=${LOAD:-wrk}
+LIMIT=${LIMIT:-200}
+JITTER=${JITTER:-50}
+BATCH_BELOW=${BATCH_BELOW:-}
+for knob in LIMIT JITTER; do
+  [[ ${!knob} =~ ^[0-9]+$ ]] || { echo "serving.sh: $knob=${!knob} is not a number" >&2; exit 2; }
+done
+[[ -z $BATCH_BELOW || $BATCH_BELOW =~ ^([0-9]+|unlimited)$ ]] ||
+  { echo "serving.sh: BATCH_BELOW=$BATCH_BELOW: a number or unlimited" >&2; exit 2; }
+export LIMIT JITTER  # for report.py's labels
 [[ $LOAD = wrk || $LOAD = closed_loop ]] || { echo "serving.sh: LOAD=$LOAD: wrk or closed_loop" >&2; exit 2; }
 PYTHON=/usr/bin/python3
 SERVING=$REPO/bench/serving
@@ -139,7 +152,7 @@ wait_serving() {
 }
 
 recycler_config() {  # ROW
-  local listen='' recycle='' policies="      - max_requests: {limit: 200, jitter: 50, scope: process}"
+  local listen='' recycle='' policies="      - max_requests: {limit: $LIMIT, jitter: $JITTER, scope: process}"
   case $1 in
     c0) policies="      - max_requests: {limit: 1000000000, scope: process}  # counts, never fires" ;;
     d | e)
@@ -163,6 +176,7 @@ programs:
       SERVE_COUNT: "1"
       SERVE_READY: "1"
       SERVE_FAST_RECYCLE: "$FAST_RECYCLE"
+$([[ -n $BATCH_BELOW ]] && echo "      RECYCLER_REQUESTS_BATCH_BELOW: \"$BATCH_BELOW\"")
     stop: {signal: TERM, timeout: 10s}  # longer than graceful_timeout (5 s)
 $listen
 $recycle
@@ -175,7 +189,7 @@ start_server() {  # ROW
   local gunicorn=("$PYTHON" -m gunicorn -c "$SERVING/gunicorn.conf.py")
   case $1 in
     a | b)
-      [[ $1 = b ]] && gunicorn+=(--max-requests 200 --max-requests-jitter 50)
+      [[ $1 = b ]] && gunicorn+=(--max-requests "$LIMIT" --max-requests-jitter "$JITTER")
       SERVE_BIND=127.0.0.1:$PORT SERVE_ACCESS_LOG=$RUN_DIR/access.log \
         SERVE_ERROR_LOG=$RUN_DIR/error.log SERVE_FAST_RECYCLE=$FAST_RECYCLE \
         "${gunicorn[@]}" </dev/null >"$RUN_DIR/stdout.log" 2>&1 &
@@ -213,7 +227,7 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 
 echo
-echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load from $LOAD, FAST_RECYCLE=$FAST_RECYCLE, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "\`RUNS=$RUNS DURATION=$DURATION bench/serving.sh\`, $(date -u +%F), $(nproc) CPUs, load from $LOAD, FAST_RECYCLE=$FAST_RECYCLE, LIMIT=$LIMIT JITTER=$JITTER${BATCH_BELOW:+ BATCH_BELOW=$BATCH_BELOW}, net.unix.max_dgram_qlen $(cat $QLEN_FILE 2>/dev/null || echo unknown), load average before $LOAD_BEFORE, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # shellcheck disable=SC2086  # one argument per row
 $PYTHON "$SERVING/report.py" "$TMP" $ROWS

@@ -13,11 +13,13 @@ import re
 import statistics
 import sys
 
+LIMIT = os.environ.get("LIMIT", "200")  # bench/serving.sh's knobs
+JITTER = os.environ.get("JITTER", "50")
 LABELS = {
     "a": "(a) gunicorn, no recycling",
-    "b": "(b) gunicorn --max-requests 200 --max-requests-jitter 50",
+    "b": f"(b) gunicorn --max-requests {LIMIT} --max-requests-jitter {JITTER}",
     "c0": "(c0) under recycler, counting, no recycling",
-    "c": "(c) under recycler, max_requests 200 + jitter 50, scope: process",
+    "c": f"(c) under recycler, max_requests {LIMIT} + jitter {JITTER}, scope: process",
     "d": "(d) (c) + whole-server recycle every 5 s, listen:, mode: restart",
     "e": "(e) (c) + whole-server recycle every 5 s, listen:, mode: surge",
 }
