@@ -48,6 +48,7 @@ class MaxRequests final : public Policy {
 
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
     auto state = std::make_unique<State>(worker.seed);
+    state->held_below = worker.requests_held_below;
     if (!scope_.process) state->jitter = draw(state->rng);
     // A process not seen yet may serve at least limit_.
     state->left = limit_ + state->jitter;
@@ -71,8 +72,12 @@ class MaxRequests final : public Policy {
       // A process that has not reported yet has served nothing.
       uint64_t requests = p.requests.value_or(0);
       uint64_t jitter = state.processes.at(p.pid);
+      // Below held_below it may have served up to held_below - 1 unreported,
+      // all of them in its next report: what it may serve before its limit
+      // counts from there (decisions go by what it reported).
+      uint64_t may_have = requests < state.held_below ? state.held_below - 1 : requests;
       state.left =
-          std::min(state.left, requests < limit_ + jitter ? limit_ + jitter - requests : 0);
+          std::min(state.left, may_have < limit_ + jitter ? limit_ + jitter - may_have : 0);
       if (requests >= limit_ + jitter && worst.offer(p, requests - limit_ - jitter))
         worst_jitter = jitter;
     }
@@ -87,6 +92,7 @@ class MaxRequests final : public Policy {
     std::mt19937_64 rng;
     uint64_t jitter = 0;               // scope: worker
     uint64_t left = 0;                 // requests_left() as of the last evaluate
+    uint64_t held_below = 1;           // WorkerContext::requests_held_below
     ProcessTable<uint64_t> processes;  // scope: process, each one's jitter
   };
 

@@ -56,6 +56,11 @@ struct WorkerContext {
   // start) or once per process (when the process is first seen), so a state
   // is deterministic given its seed.
   uint64_t seed = 0;
+  // Below how many requests served each of its processes may hold its counts
+  // back (RECYCLER_REQUESTS_BATCH_BELOW, as its environment has it:
+  // config::ProgramConfig::requests_held_below); 1: none held, every request
+  // reported as served; UINT64_MAX: "unlimited".
+  uint64_t requests_held_below = 1;
 };
 
 class PolicyState {
@@ -104,7 +109,9 @@ class Policy {
   virtual const Outlook* outlook(const PolicyState&) const { return nullptr; }
   // For a policy that counts requests: as of its last evaluate() (or its
   // start), the fewest requests the worker, or any one of its processes,
-  // may still serve before it acts; nullopt for the others. While every limit
+  // may still serve before it acts (counting, for a process below
+  // WorkerContext::requests_held_below, all it may hold back as served);
+  // nullopt for the others. While every limit
   // is far, the notify socket may rest between reads (notify/read_pacer.h).
   virtual std::optional<uint64_t> requests_left(const PolicyState&) const { return std::nullopt; }
   // For a policy that counts requests: the fewest requests one process must

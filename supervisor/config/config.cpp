@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "policies/policy.h"
@@ -62,6 +63,19 @@ std::optional<uint64_t> ProgramConfig::requests_batch_below() const {
     if (auto from = p.policy ? p.policy->requests_exact_from() : std::nullopt)
       below = std::min(below.value_or(*from), *from);
   return below;
+}
+
+std::optional<uint64_t> ProgramConfig::requests_held_below() const {
+  auto set = env.find(kRequestsBatchBelowVar);
+  if (set == env.end()) return requests_batch_below();
+  std::string_view v = set->second;
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+  if (v == "unlimited") return std::nullopt;
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size()) return 1;
+  return std::max<uint64_t>(n, 1);
 }
 
 std::string ProgramConfig::request_source() const {

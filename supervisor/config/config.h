@@ -264,6 +264,10 @@ struct ProgramConfig {
   // of its policies; nullopt ("unlimited") when none of them acts on a
   // process's count, 1 when every request counts.
   std::optional<uint64_t> requests_batch_below() const;
+  // The same as its workers get it: the program's env: value of the variable
+  // when it sets one, read as recycler_notify.py reads it ("unlimited", a
+  // number, anything else 1), else requests_batch_below(); nullopt: unlimited.
+  std::optional<uint64_t> requests_held_below() const;
 };
 
 struct LogConfig {

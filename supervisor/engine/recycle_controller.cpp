@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <limits>
 
 #include "policies/base/units.h"
 
@@ -79,6 +80,8 @@ void RecycleController::run_started(unsigned slot, unsigned generation, TimePoin
     run.context.started = started;
     run.context.memory_max = program_->limits.memory_max;
     run.context.seed = seed;
+    run.context.requests_held_below =
+        program_->requests_held_below().value_or(std::numeric_limits<uint64_t>::max());
     for (const policies::Policy* p : policies_) run.states.push_back(p->start(run.context));
     run.growing.assign(policies_.size(), false);
     run.last.t = now_();

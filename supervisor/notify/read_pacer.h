@@ -51,7 +51,9 @@ class ReadPacer {
     bool emptied = true;     // the queue was empty when it stopped
     uint64_t requests = 0;   // requests counted so far, in all (a running total)
     // The fewest requests any process may still serve before a policy acts
-    // on it (recycle_controller.h's requests_left); nullopt when no policy
+    // on it (recycle_controller.h's requests_left: a process holding its
+    // counts back may be one under RECYCLER_REQUESTS_BATCH_BELOW and report
+    // them all at once); nullopt when no policy
     // counts them.
     std::optional<uint64_t> requests_left;
     // net.unix.max_dgram_qlen, when known: a hold fills at most a quarter of

@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "tests/support/policy_harness.h"
@@ -166,6 +167,25 @@ TEST_F(MaxRequestsPolicy, RequestsLeftIsTheNearestProcessLimitOrAFreshProcesssLi
   s.processes[1].recycling = true;
   watch(s);
   EXPECT_EQ(watch.requests_left(), 1u) << "a process on its way out is not counted";
+}
+
+// A process below requests_held_below (RECYCLER_REQUESTS_BATCH_BELOW) may
+// have served up to one less than it unreported, and report them all at once:
+// the notify socket must not rest on a count that can jump to a limit.
+TEST_F(MaxRequestsPolicy, RequestsLeftCountsWhatAProcessMayHoldBack) {
+  auto policy = make("max_requests", "{limit: 10, scope: process}");
+  worker.requests_held_below = 10;
+  Watch watch(*policy, worker);
+  watch(per_process({{1, 0}, {2, 1}}));
+  EXPECT_EQ(watch.requests_left(), 1u) << "it may be at 9: its next report can reach 10";
+  watch(per_process({{1, 0}, {2, 10}}));
+  EXPECT_EQ(watch.requests_left(), 0u);
+  EXPECT_FALSE(watch(per_process({{1, 0}, {3, 1}}))) << "decisions go by what it reported";
+
+  worker.requests_held_below = std::numeric_limits<uint64_t>::max();  // "unlimited"
+  Watch unlimited(*policy, worker);
+  unlimited(per_process({{1, 0}, {2, 1}}));
+  EXPECT_EQ(unlimited.requests_left(), 0u) << "it may hold any count: never rest";
 }
 
 TEST_F(MaxRequestsPolicy, OtherPoliciesCountNoRequests) {

@@ -545,6 +545,24 @@ TEST_F(ControllerTest, RequestsLeftIsTheNearestLimitOfAllRunningWorkers) {
   EXPECT_EQ(controller->requests_counted(), 11u) << "a running total";
 }
 
+// A process's counts may be held back below the smallest process limit
+// (RECYCLER_REQUESTS_BATCH_BELOW, recycler's or the program's env:): the
+// fewest requests left count from one under it.
+TEST_F(ControllerTest, RequestsLeftCountsWhatProcessesMayHoldBack) {
+  for (auto [env, left] : std::vector<std::pair<std::string, uint64_t>>{
+           {"", 1}, {"    env: {RECYCLER_REQUESTS_BATCH_BELOW: \"1\"}\n", 9}}) {
+    make("    policies:\n      - max_requests: {limit: 10, scope: process}\n" + env);
+    start();
+    controller->requests(0, 101, 1);
+    policies::Sample s = sample();
+    s.processes = {process(100, 1, true), process(101, 1)};
+    std::vector<pid_t> listed{100, 101};
+    controller->prepare(0, s, &listed);
+    sampled(s);
+    EXPECT_EQ(controller->requests_left(), left) << env;
+  }
+}
+
 TEST_F(ControllerTest, WithoutARequestPolicyNothingIsLeftToCount) {
   make("    policies:\n      - max_lifetime: {after: 1h}\n");
   start();

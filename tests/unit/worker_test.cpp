@@ -473,6 +473,15 @@ TEST(WorkerEnvironment, RequestsMayComeInBatchesBelowTheSmallestProcessLimit) {
   EXPECT_EQ(batch_below(p), "1") << "a whole worker's limit counts every request";
   p.env = {{"RECYCLER_REQUESTS_BATCH_BELOW", "1000"}};
   EXPECT_EQ(batch_below(p), "1000") << "the program's env wins";
+  // What the engine takes it for, read as recycler_notify.py reads it.
+  EXPECT_EQ(p.requests_held_below(), 1000u);
+  for (auto [value, held] : std::vector<std::pair<std::string, std::optional<uint64_t>>>{
+           {"unlimited", std::nullopt}, {" 7 ", 7}, {"0", 1}, {"many", 1}, {"-3", 1}}) {
+    p.env = {{"RECYCLER_REQUESTS_BATCH_BELOW", value}};
+    EXPECT_EQ(p.requests_held_below(), held) << value;
+  }
+  p.env.clear();
+  EXPECT_EQ(p.requests_held_below(), 1u) << "without env: requests_batch_below()";
 }
 
 class RecycleTest : public WorkerTest {};
