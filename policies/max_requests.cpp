@@ -39,6 +39,12 @@ class MaxRequests final : public Policy {
   std::optional<uint64_t> requests_exact_from() const override {
     return scope_.process ? limit_ : 1;
   }
+  std::optional<uint64_t> process_request_limit(const PolicyState& base, pid_t pid) const override {
+    if (!scope_.process) return std::nullopt;
+    const uint64_t* jitter = static_cast<const State&>(base).processes.find(pid);
+    if (!jitter) return std::nullopt;
+    return limit_ + *jitter;
+  }
   bool checkpoints() const override {
     return !scope_.process && scope_.action == Decision::Action::Checkpoint;
   }

@@ -82,6 +82,10 @@ class ProcessTable {
 
   // The state of a process of the last synced Sample.
   T& at(pid_t pid) { return entries_.at(pid).state; }
+  const T* find(pid_t pid) const {
+    auto it = entries_.find(pid);
+    return it == entries_.end() ? nullptr : &it->second.state;
+  }
   size_t size() const { return entries_.size(); }
 
  private:

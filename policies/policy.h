@@ -120,6 +120,15 @@ class Policy {
   // for the others. Below it a process may report in batches
   // (RECYCLER_REQUESTS_BATCH_BELOW: config::ProgramConfig::requests_batch_below).
   virtual std::optional<uint64_t> requests_exact_from() const { return std::nullopt; }
+  // For a policy that counts each process's requests (scope: process): the
+  // limit drawn for `pid` (jitter included) once the policy has seen it, as
+  // of its last evaluate(); nullopt for the others and for a process not seen
+  // yet. recycler tells a process its limit when it asks (the notify
+  // socket's answers, notify/message.h), so that the process can report once,
+  // at its limit, and wait there until recycler has acted on that report.
+  virtual std::optional<uint64_t> process_request_limit(const PolicyState&, pid_t) const {
+    return std::nullopt;
+  }
   // What `recycler status` shows of it: the memory figure it watches
   // (metric.h's name: "anon", "uss", ...) and its limit in bytes for a worker
   // whose memory_max is `memory_max` (empty where it is a share of a GPU);

@@ -109,6 +109,9 @@ class Watch {
   Decision operator()(const Sample& sample) { return policy_.evaluate(sample, *state_); }
   const Outlook* outlook() const { return policy_.outlook(*state_); }
   std::optional<uint64_t> requests_left() const { return policy_.requests_left(*state_); }
+  std::optional<uint64_t> process_request_limit(pid_t pid) const {
+    return policy_.process_request_limit(*state_, pid);
+  }
 
  private:
   const Policy& policy_;

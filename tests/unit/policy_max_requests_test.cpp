@@ -230,6 +230,29 @@ TEST_F(MaxRequestsPolicy, ProcessScopeDrawsJitterPerProcessWithinRange) {
   EXPECT_GT(limits.size(), 3u) << "limits differ between processes";
 }
 
+// What recycler tells a process of its limit (notify/message.h's Answer):
+// the very limit the process is then recycled at, from its first sight on.
+TEST_F(MaxRequestsPolicy, EachProcessLimitIsKnownOnceTheProcessWasSeen) {
+  auto policy = make("max_requests", "{limit: 100, jitter: 50, scope: process}");
+  Watch watch(*policy, worker);
+  EXPECT_EQ(watch.process_request_limit(2), std::nullopt) << "not seen yet";
+  watch(per_process({{1, 0}, {2, 1}}));
+  EXPECT_EQ(watch.process_request_limit(1), std::nullopt) << "the main process has none";
+  std::optional<uint64_t> limit = watch.process_request_limit(2);
+  ASSERT_TRUE(limit);
+  EXPECT_GE(*limit, 100u);
+  EXPECT_LE(*limit, 150u);
+  EXPECT_FALSE(watch(per_process({{1, 0}, {2, *limit - 1}})));
+  Decision d = watch(per_process({{1, 0}, {2, *limit}}));
+  EXPECT_EQ(d.pid, 2);
+  EXPECT_EQ(watch.process_request_limit(2), limit) << "drawn once";
+  watch(per_process({{1, 0}}));
+  EXPECT_EQ(watch.process_request_limit(2), std::nullopt) << "forgotten once gone";
+  EXPECT_EQ(Watch(*make("max_requests", "{limit: 100}"), worker).process_request_limit(2),
+            std::nullopt)
+      << "a whole worker's limit is no process's";
+}
+
 TEST_F(MaxRequestsPolicy, NeedsRequestsAndProcessesForProcessScope) {
   EXPECT_EQ(make("max_requests", "{limit: 5}")->needs(), kNeedsRequests);
   EXPECT_EQ(make("max_requests", "{limit: 5, scope: process}")->needs(),
