@@ -232,6 +232,11 @@ void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::Notif
   run_commands();
 }
 
+notify::Answer ProgramMonitor::answer(Worker& worker, pid_t sender) {
+  Slot* slot = find(worker);
+  return slot ? controller_.answer(slot->index, sender) : notify::Answer{};
+}
+
 void ProgramMonitor::on_output(Worker& worker, pid_t pid, std::string_view line) {
   if (!matcher_) return;
   notify::OutputMatcher::Match m = matcher_->match(line);

@@ -69,6 +69,8 @@ class ProgramMonitor {
   void on_state_change(Worker& worker);
   // A notify datagram from `sender`, a process inside `worker`.
   void on_notify(Worker& worker, pid_t sender, const notify::NotifyMessage& message);
+  // What to answer `sender` after on_notify() (RecycleController::answer).
+  notify::Answer answer(Worker& worker, pid_t sender);
   // A whole output line of `worker` (main process `pid`), when requests are
   // counted by pattern.
   void on_output(Worker& worker, pid_t pid, std::string_view line);

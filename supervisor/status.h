@@ -63,6 +63,9 @@ struct ProgramStatus {
   // Its notify socket's: messages read, and the reads that took them (under
   // load a read takes a batch, notify/read_pacer.h); nullopt without a socket.
   std::optional<uint64_t> notify_messages, notify_reads;
+  // Answers sent to its workers (request limits, counts seen), and those that
+  // could not go (a full queue, a sender gone).
+  std::optional<uint64_t> notify_answers, notify_answers_dropped;
 };
 
 // How a run ended, as counted (classify_exit).

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -501,7 +502,30 @@ void Supervisor::on_notify(const std::string& program, const notify::NotifySocke
   }
   if (foreign) return;
   if (message.ready) worker->notified_ready(d.pid);
-  if (ProgramMonitor* m = monitor_of(*worker)) m->on_notify(*worker, d.pid, message);
+  ProgramMonitor* m = monitor_of(*worker);
+  if (!m) return;
+  m->on_notify(*worker, d.pid, message);
+  // A process that can hear answers (an autobound socket, as recycler_notify
+  // has) learns its request limit and, at it, that its report was acted on:
+  // what the report led to (a signal) has been done by now.
+  if (!d.from || !message.requests) return;
+  notify::Answer answer = m->answer(*worker, d.pid);
+  if (!answer || !same_network_namespace(d.pid)) return;
+  auto it = programs_.find(program);
+  if (it != programs_.end() && it->second.notify)
+    it->second.notify->answer(*d.from, notify::format_answer(answer));
+}
+
+// An abstract socket address means something in one network namespace only:
+// a sender in another one (it reached the socket by its path) would have
+// recycler's answer land on whatever socket holds that name in recycler's.
+bool Supervisor::same_network_namespace(pid_t pid) {
+  struct stat own {};
+  struct stat theirs {};
+  if (::stat("/proc/self/ns/net", &own) != 0) return false;
+  std::string path = fmt::format("/proc/{}/ns/net", pid);
+  return ::stat(path.c_str(), &theirs) == 0 && theirs.st_ino == own.st_ino &&
+         theirs.st_dev == own.st_dev;
 }
 
 Worker* Supervisor::worker_of(pid_t pid) {
@@ -742,6 +766,8 @@ SupervisorStatus Supervisor::status(bool workers) const {
     if (program.notify) {
       p.notify_messages = program.notify->stats().received;
       p.notify_reads = program.notify->stats().reads;
+      p.notify_answers = program.notify->stats().answers;
+      p.notify_answers_dropped = program.notify->stats().answers_dropped;
     }
     for (const auto& w : program.workers) {
       if (w->state() == WorkerState::Running) ++p.running;

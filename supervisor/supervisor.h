@@ -113,6 +113,7 @@ class Supervisor {
   std::string metrics_text();
   std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
+  static bool same_network_namespace(pid_t pid);
   Worker* worker_of(pid_t pid);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.

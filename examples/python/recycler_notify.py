@@ -49,6 +49,17 @@ sends each one as it is served: recycler still decides on the very request
 that reaches a limit, for one datagram every N requests or so instead of one a
 request. Without the variable every request is sent as it is served.
 stopping() carries what is held; a process that ends otherwise calls flush().
+
+Where recycler draws a limit for each process (max_requests with scope:
+process, N > 1), it also answers: each process's socket has an address of its
+own (autobind), and recycler tells it, after its first report, the limit it
+drew for it (RECYCLER_REQUEST_LIMIT=L). The process then holds its counts
+until it has served L, sends them in one report and waits, in that call to
+requests() (at most LIMIT_WAIT_SECONDS), until recycler answers that it has
+acted on it (RECYCLER_REQUESTS_SEEN=n): by then recycler's signal has reached
+the process, so a server that checks for it between requests (gunicorn's
+workers do) serves none past its limit, however fast requests come. A
+recycler that does not answer leaves the batching above as it was.
 """
 
 import os
@@ -65,6 +76,8 @@ MAX_REQUESTS_PER_MESSAGE = 1_000_000  # the supervisor rejects larger counts
 WAIT_SECONDS = 1.0  # how long a lifecycle message may wait for a full queue
 BATCH_SECONDS = 1.0  # the longest a busy process holds request counts back
 BATCH_BELOW_VARIABLE = "RECYCLER_REQUESTS_BATCH_BELOW"
+ANSWER_SECONDS = 0.2  # after a report, how long requests() looks for recycler's limit
+LIMIT_WAIT_SECONDS = 1.0  # the longest requests() waits at the limit for recycler's answer
 
 _lock = threading.Lock()
 _pid = None  # the process _sock belongs to
@@ -74,16 +87,26 @@ _served = 0  # requests() counted in this process, sent or not
 _batch_below = 1  # from the environment, read once per process: 1 holds nothing back
 _NEVER = float("-inf")
 _sent_at = _NEVER  # time.monotonic() of the last count sent
+_limit = None  # the request limit recycler drew for this process, once it said
+_answer_until = _NEVER  # requests() looks for recycler's answer until then
+_waited = False  # the report that reached _limit was sent (and its answer waited for)
 _clock = time.monotonic
 
 
+def _forget_process():
+    """What belongs to one process only: a fork starts afresh."""
+    global _pid, _sock, _pending_requests, _served, _sent_at, _limit, _answer_until, _waited
+    _pid, _sock, _pending_requests, _served, _sent_at = None, None, 0, 0, _NEVER
+    _limit, _answer_until, _waited = None, _NEVER, False
+
+
 def _reset_in_child():
-    global _lock, _pid, _sock, _pending_requests, _served, _sent_at
+    global _lock
     _lock = threading.Lock()  # another thread of the parent may have held it
     # The parent's socket and uncounted requests are the parent's: a fork
     # through os.fork (a pre-fork server's workers) starts afresh, and
     # requests() can trust _sock without asking for its pid each time.
-    _pid, _sock, _pending_requests, _served, _sent_at = None, None, 0, 0, _NEVER
+    _forget_process()
 
 
 def _read_batch_below():
@@ -100,6 +123,13 @@ def _read_batch_below():
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
+def _wants_answers():
+    """recycler draws a limit for each process when the smallest one is a
+    number above 1 (RECYCLER_REQUESTS_BATCH_BELOW); with 1, every request is
+    reported as it is served and no answer is waited for."""
+    return 1 < _batch_below < float("inf")
+
+
 def _address():
     """NOTIFY_SOCKET as a socket address, or None when there is nothing to talk to."""
     address = os.environ.get("NOTIFY_SOCKET", "")
@@ -112,9 +142,10 @@ def _address():
 
 def _this_process():
     """Called with _lock held: forgets what a parent process left behind."""
-    global _pid, _sock, _pending_requests, _served, _sent_at, _batch_below
+    global _pid, _batch_below
     if _pid != os.getpid():
-        _pid, _sock, _pending_requests, _served, _sent_at = os.getpid(), None, 0, 0, _NEVER
+        _forget_process()
+        _pid = os.getpid()
         _batch_below = _read_batch_below()
 
 
@@ -127,6 +158,14 @@ def _connected(address):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
             try:
                 sock.setblocking(False)
+                if _wants_answers():
+                    try:
+                        # An address of its own (the kernel picks an abstract
+                        # one), so that recycler can answer; connected, it
+                        # hears no one else.
+                        sock.bind("")
+                    except OSError:
+                        pass  # no answers: batching as before
                 sock.connect(address)
             except OSError:
                 sock.close()
@@ -226,7 +265,9 @@ def iteration(n, device_bytes=None):
 
 def requests(n=1):
     """Counts `n` more completed requests; sends them now or with a later call
-    (see the module's docstring). False when nothing could be sent."""
+    (see the module's docstring). False when nothing could be sent. The call
+    that reaches the limit recycler drew for this process returns once
+    recycler has acted on it (at most LIMIT_WAIT_SECONDS later)."""
     global _served, _pending_requests, _sent_at
     try:
         n = int(n)
@@ -239,11 +280,44 @@ def requests(n=1):
             if counted:
                 _served += n
                 _pending_requests += n
-                if _served < _batch_below and now - _sent_at < BATCH_SECONDS:
+                if _limit is None and now < _answer_until:
+                    _read_answers(_sock)
+                holds_below = _batch_below if _limit is None else _limit
+                if _served < holds_below and now - _sent_at < BATCH_SECONDS:
                     return True
         return _send_requests(0 if counted else n, now)
     except Exception:
         return False
+
+
+def _read_answers(sock, timeout=0, until_seen=False):
+    """Reads what recycler answered: what is queued, waiting up to `timeout`
+    seconds for a first answer (with until_seen, for a RECYCLER_REQUESTS_SEEN=).
+    Returns the largest RECYCLER_REQUESTS_SEEN= read, or None."""
+    global _limit
+    seen = None
+    answered = False
+    deadline = _clock() + timeout
+    while True:
+        try:
+            data = sock.recv(512)
+        except BlockingIOError:
+            left = deadline - _clock()
+            if (seen is not None if until_seen else answered) or left <= 0:
+                return seen
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            poller.poll(left * 1000)  # a signal handler may run meanwhile: that is the point
+            continue
+        answered = True
+        for line in data.decode("ascii", "replace").splitlines():
+            key, _, value = line.partition("=")
+            if not value.isdigit():
+                continue
+            if key == "RECYCLER_REQUEST_LIMIT":
+                _limit = int(value)
+            elif key == "RECYCLER_REQUESTS_SEEN":
+                seen = max(seen or 0, int(value))
 
 
 def flush():
@@ -272,8 +346,9 @@ def _give_back(count):
 
 
 def _send_requests(n, now):
-    """Sends what is pending plus `n` requests not counted yet (a first call)."""
-    global _served, _pending_requests, _sent_at
+    """Sends what is pending plus `n` requests not counted yet (a first call);
+    at this process's limit, waits for recycler to have acted on it."""
+    global _served, _pending_requests, _sent_at, _answer_until, _waited
     if _address() is None:
         return False
     with _lock:
@@ -282,12 +357,20 @@ def _send_requests(n, now):
         _pending_requests += n
         count = min(_pending_requests, MAX_REQUESTS_PER_MESSAGE)
         _pending_requests -= count
-    if _send("RECYCLER_REQUESTS=%d" % count, 0):
-        with _lock:
-            _sent_at = now
-        return True
-    _give_back(count)
-    return False
+        at_limit = _limit is not None and _served >= _limit and not _waited
+    if not _send("RECYCLER_REQUESTS=%d" % count, 0):
+        _give_back(count)
+        return False
+    with _lock:
+        _sent_at = now
+        if _limit is None and _wants_answers():
+            _answer_until = now + ANSWER_SECONDS
+        if at_limit:
+            _waited = True
+        sock = _sock
+    if at_limit and sock is not None:
+        _read_answers(sock, LIMIT_WAIT_SECONDS, until_seen=True)
+    return True
 
 
 def _main(argv):

@@ -136,9 +136,11 @@ void RecycleController::prepare(unsigned slot, policies::Sample& s,
   }
   run.members_fresh = false;
   if (listed) {  // forget the counts of processes that are gone
-    std::erase_if(run.pid_requests, [&](const auto& e) {
+    auto gone = [&](const auto& e) {
       return !std::binary_search(listed->begin(), listed->end(), e.first);
-    });
+    };
+    std::erase_if(run.pid_requests, gone);
+    std::erase_if(run.told, gone);
     if (program_->requests) {  // only pids that output names are checked against it
       run.members = {listed->begin(), listed->end()};
       run.members_fresh = true;
@@ -489,6 +491,7 @@ void RecycleController::forget_process(RecycleKey key) {
   std::erase_if(s.run->last.processes,
                 [&](const policies::ProcessSample& p) { return p.pid == key.pid; });
   s.run->pid_requests.erase(key.pid);
+  s.run->told.erase(key.pid);
 }
 
 void RecycleController::finished(RecycleKey key) {
@@ -596,7 +599,9 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
   run.requests += n;
   if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
     // Only the worker's processes get here: forget those that are gone.
-    std::erase_if(run.pid_requests, [&](const auto& e) { return !run.members.count(e.first); });
+    auto gone = [&](const auto& e) { return !run.members.count(e.first); };
+    std::erase_if(run.pid_requests, gone);
+    std::erase_if(run.told, gone);
     if (run.pid_requests.size() >= kMaxTrackedPids) pid.reset();
   }
   if (pid) run.pid_requests[*pid] += n;
@@ -650,8 +655,35 @@ std::optional<uint64_t> RecycleController::requests_left() const {
     for (size_t i = 0; i < policies_.size(); ++i)
       if (auto left = policies_[i]->requests_left(*s.run->states[i]))
         fewest = fewest ? std::min(*fewest, *left) : *left;
+    // A process told its limit may report every request up to it at once:
+    // one more may be the one that reaches it.
+    if (!s.run->told.empty()) fewest = std::min<uint64_t>(fewest.value_or(1), 1);
   }
   return fewest;
+}
+
+notify::Answer RecycleController::answer(unsigned slot, pid_t pid) {
+  notify::Answer out;
+  if (slot >= slots_.size() || !slots_[slot].run) return out;
+  Run& run = *slots_[slot].run;
+  auto counted = run.pid_requests.find(pid);
+  if (counted == run.pid_requests.end()) return out;  // not tracked (kMaxTrackedPids)
+  std::optional<uint64_t> limit;
+  for (size_t i = 0; i < policies_.size(); ++i)
+    if (auto l = policies_[i]->process_request_limit(*run.states[i], pid))
+      limit = limit ? std::min(*limit, *l) : *l;
+  if (!limit) return out;
+  auto [it, first] = run.told.try_emplace(pid);
+  Run::Told& told = it->second;
+  if (first || told.limit != *limit) {
+    told = {*limit, false};
+    out.request_limit = *limit;
+  }
+  if (counted->second >= *limit && !told.seen) {
+    told.seen = true;
+    out.requests_seen = counted->second;
+  }
+  return out;
 }
 
 std::vector<std::pair<size_t, const policies::Outlook*>> RecycleController::outlooks(

@@ -24,6 +24,8 @@
 //     it is confirmed (RECYCLER_CHECKPOINTED=1) or the worker exits cleanly
 //     (Worker), or without it after checkpoint.timeout (on_timeout: restart),
 //     or, with on_timeout: wait, once memory nears memory_max;
+//   - what a process that reports its requests hears back (answer()): the
+//     limit drawn for it, then, at it, that its report was acted on;
 //   - the warning that a request-counting policy (max_requests) is blind:
 //     once per program, when a run has used kUnseenRequestsCpu of CPU time
 //     and the program has never counted a request (event "requests_unseen").
@@ -179,6 +181,15 @@ class RecycleController {
   // It exited (left service then, if not before): logged with the requests
   // it served in all.
   void process_exited(unsigned slot, pid_t pid);
+  // What to answer `pid` after its report of requests (notify/message.h's
+  // Answer), once the report's commands have been carried out: its request
+  // limit when it has not heard it yet (or it changed), and, to the first
+  // report that reaches that limit, the count seen, which says that recycler
+  // has acted on it. At most these two a process (each answer waits in the
+  // process's queue, charged to recycler's socket, until it reads it). Empty
+  // when no policy draws a limit for the process. A process told its limit
+  // may hold back every count below it, which requests_left() reckons with.
+  notify::Answer answer(unsigned slot, pid_t pid);
   // An operator asked to recycle the worker (the control socket): decided as
   // a policy's whole-worker decision is, through the same queue, loop guard
   // and checkpoint (asked first when one of the program's policies would ask
@@ -243,6 +254,12 @@ class RecycleController {
     bool recycling = false;     // a RecycleWorker was given
     uint64_t requests = 0;
     std::unordered_map<pid_t, uint64_t> pid_requests;
+    // What each process was told (answer()), forgotten with its count.
+    struct Told {
+      uint64_t limit = 0;
+      bool seen = false;  // its report at the limit was answered
+    };
+    std::unordered_map<pid_t, Told> told;
     std::unordered_set<pid_t> members;
     bool members_fresh = false;
     bool warned_stranger = false;

@@ -161,6 +161,18 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
   for (const ProgramStatus& p : s.programs)
     if (p.notify_reads)
       w.sample("recycler_notify_reads_total", {{"program", p.name}}, *p.notify_reads);
+  w.family("recycler_notify_answers_total",
+           "Answers sent on the program's notify socket (a process's request limit, the count "
+           "seen at it), by whether they went or were dropped (the process's queue full).",
+           Type::Counter);
+  for (const ProgramStatus& p : s.programs) {
+    if (p.notify_answers)
+      w.sample("recycler_notify_answers_total", {{"program", p.name}, {"result", "sent"}},
+               *p.notify_answers);
+    if (p.notify_answers_dropped)
+      w.sample("recycler_notify_answers_total", {{"program", p.name}, {"result", "dropped"}},
+               *p.notify_answers_dropped);
+  }
 }
 
 }  // namespace

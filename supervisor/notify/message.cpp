@@ -135,4 +135,15 @@ NotifyMessage parse_message(std::string_view datagram) {
   return p.finish();
 }
 
+std::string format_answer(const Answer& answer) {
+  std::string out;
+  if (answer.request_limit)
+    out += "RECYCLER_REQUEST_LIMIT=" + std::to_string(*answer.request_limit);
+  if (answer.requests_seen) {
+    if (!out.empty()) out += '\n';
+    out += "RECYCLER_REQUESTS_SEEN=" + std::to_string(*answer.requests_seen);
+  }
+  return out;
+}
+
 }  // namespace recycler::notify

@@ -47,4 +47,23 @@ struct NotifyMessage {
 // Values are taken verbatim: a CRLF sender's "\r" stays part of the value.
 NotifyMessage parse_message(std::string_view datagram);
 
+// What recycler answers a process that reports requests from a socket with
+// an address of its own (an autobound abstract one: NotifySocket::Datagram::
+// answerable), in the same KEY=VALUE format. A process whose requests a
+// policy counts one by one (max_requests, scope: process) hears its drawn
+// limit once; it may then hold its counts until it reaches that limit,
+// report them in one message and wait for the second answer, which comes
+// only after recycler has acted on that report (signalled the process, when
+// its turn has come): the limit holds to the request, with one message a
+// process instead of one a request near its limit.
+struct Answer {
+  // RECYCLER_REQUEST_LIMIT=N: the limit drawn for this process.
+  std::optional<uint64_t> request_limit;
+  // RECYCLER_REQUESTS_SEEN=N: its count, N >= its limit, reported and acted on.
+  std::optional<uint64_t> requests_seen;
+  explicit operator bool() const { return request_limit || requests_seen; }
+};
+// "RECYCLER_REQUEST_LIMIT=237\nRECYCLER_REQUESTS_SEEN=237"; empty for an empty Answer.
+std::string format_answer(const Answer& answer);
+
 }  // namespace recycler::notify

@@ -164,6 +164,7 @@ struct Batch {
   char data[NotifySocket::kBatch][NotifySocket::kMaxDatagram];
   // Each row is a multiple of CMSG_ALIGN, so every row stays aligned.
   alignas(cmsghdr) char control[NotifySocket::kBatch][kControlSpace];
+  sockaddr_un names[NotifySocket::kBatch];  // each sender's address, if it has one
   iovec iov[NotifySocket::kBatch];
   mmsghdr msgs[NotifySocket::kBatch];
 };
@@ -248,6 +249,8 @@ NotifySocket::Drained NotifySocket::drain() {
       m.msg_iovlen = 1;
       m.msg_control = b.control[i];
       m.msg_controllen = sizeof b.control[i];
+      m.msg_name = &b.names[i];
+      m.msg_namelen = sizeof b.names[i];
       b.msgs[i].msg_len = 0;
     }
     // MSG_TRUNC: each datagram's real length, so that a longer one is recognised.
@@ -293,8 +296,33 @@ void NotifySocket::deliver(msghdr& msg, std::size_t length) {
     return;
   }
   ++stats_.received;
+  UnixAddress from;
   handler_(Datagram{cred.pid, cred.uid,
-                    std::string_view(static_cast<const char*>(msg.msg_iov[0].iov_base), length)});
+                    std::string_view(static_cast<const char*>(msg.msg_iov[0].iov_base), length),
+                    answerable(msg, from)});
+}
+
+const UnixAddress* NotifySocket::answerable(const msghdr& msg, UnixAddress& storage) {
+  // An unbound sender's address is the family alone; a path (sun_path not
+  // starting with NUL) is left alone: recycler, root, would write past the
+  // file's permissions to whatever socket holds that path by then.
+  constexpr socklen_t kPath = offsetof(sockaddr_un, sun_path);
+  if (msg.msg_name == nullptr || msg.msg_namelen <= kPath + 1 ||
+      msg.msg_namelen > sizeof(sockaddr_un))
+    return nullptr;
+  const auto* name = static_cast<const sockaddr_un*>(msg.msg_name);
+  if (name->sun_family != AF_UNIX || name->sun_path[0] != '\0') return nullptr;
+  std::memcpy(&storage.addr, name, msg.msg_namelen);
+  storage.len = msg.msg_namelen;
+  return &storage;
+}
+
+bool NotifySocket::answer(const UnixAddress& to, std::string_view data) {
+  ssize_t n =
+      ::sendto(fd_.get(), data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL, to.get(), to.len);
+  bool sent = n == static_cast<ssize_t>(data.size());
+  ++(sent ? stats_.answers : stats_.answers_dropped);
+  return sent;
 }
 
 }  // namespace recycler::notify

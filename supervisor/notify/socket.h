@@ -54,6 +54,12 @@ class NotifySocket {
     pid_t pid;  // the sender, as the kernel saw it
     uid_t uid;
     std::string_view data;  // valid during the handler call only
+    // The sender's socket address when it has one in the abstract namespace
+    // (an autobound socket: "\0" and five hex digits), which answer() can
+    // reach; else null (an unbound sender, the usual sd_notify(3), or one
+    // bound to a path, which recycler, root, does not write to). Valid
+    // during the handler call only.
+    const UnixAddress* from = nullptr;
   };
   using Handler = std::function<void(const Datagram&)>;
 
@@ -76,6 +82,12 @@ class NotifySocket {
 
   const std::string& address() const { return address_; }  // the NOTIFY_SOCKET value
 
+  // One datagram back to a sender (Datagram::from), never waiting: dropped
+  // when its queue is full or it is gone. A sender's socket connected to
+  // this one takes datagrams from this one only, so an answer is all it
+  // hears. False when it did not go.
+  bool answer(const UnixAddress& to, std::string_view data);
+
   // What one drain read, for the pacing function.
   struct Drained {
     unsigned datagrams = 0;
@@ -95,6 +107,8 @@ class NotifySocket {
     uint64_t fds_closed = 0;           // SCM_RIGHTS descriptors closed on arrival
     uint64_t reads = 0;                // recvmmsg calls that returned datagrams
     uint64_t holds = 0;                // times the pacing left the socket unread a while
+    uint64_t answers = 0;              // answer() datagrams sent
+    uint64_t answers_dropped = 0;      // answer() datagrams that could not go
   };
   const Stats& stats() const { return stats_; }
 
@@ -126,6 +140,8 @@ class NotifySocket {
   // Checks one received datagram (closes passed descriptors, drops what has
   // no credentials or is too long) and hands it to the handler.
   void deliver(msghdr& msg, std::size_t length);
+  // A Datagram::from for the sender's address `msg` carries, or null.
+  static const UnixAddress* answerable(const msghdr& msg, UnixAddress& storage);
 
   UniqueFd fd_;  // declared before poll_: the poll handle is closed first
   std::string address_;

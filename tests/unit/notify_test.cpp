@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,6 +221,18 @@ TEST(ParseMessage, ProblemsAreCappedPerDatagram) {
   EXPECT_EQ(m.problems.back(), "92 more problems");
 }
 
+TEST(FormatAnswer, EachFieldOnItsLineAndNothingForAnEmptyAnswer) {
+  EXPECT_EQ(format_answer({}), "");
+  EXPECT_FALSE(Answer{});
+  Answer a;
+  a.request_limit = 237;
+  EXPECT_EQ(format_answer(a), "RECYCLER_REQUEST_LIMIT=237");
+  a.requests_seen = 240;
+  EXPECT_EQ(format_answer(a), "RECYCLER_REQUEST_LIMIT=237\nRECYCLER_REQUESTS_SEEN=240");
+  a.request_limit.reset();
+  EXPECT_EQ(format_answer(a), "RECYCLER_REQUESTS_SEEN=240");
+}
+
 TEST(ParseMessage, ProblemTextsAreShortAndPrintable) {
   auto m = parse_message("RECYCLER_REQUESTS=" + std::string(500, '\x1b'));
   ASSERT_EQ(m.problems.size(), 1u);
@@ -234,17 +248,41 @@ struct Received {
   pid_t pid;
   uid_t uid;
   std::string data;
+  bool answerable = false;  // Datagram::from was set
 };
 
-// A sender connected to the socket's abstract address; blocking, like sd_notify.
+// A sender connected to the socket's abstract address; blocking, like
+// sd_notify. Unbound like sd_notify's, or with an address of its own: an
+// abstract one the kernel picks (as recycler_notify.py binds), or a path.
 class Sender {
  public:
-  explicit Sender(const std::string& address)
+  enum class Bound { kNone, kAutobind, kPath };
+  explicit Sender(const std::string& address, Bound bound = Bound::kNone,
+                  const std::string& path = "")
       : fd_(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+    if (bound == Bound::kAutobind) {
+      sockaddr_un own{};
+      own.sun_family = AF_UNIX;
+      bound_ = ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&own), sizeof(sa_family_t)) == 0;
+    } else if (bound == Bound::kPath) {
+      auto own = unix_address(path);
+      bound_ = own && ::bind(fd_.get(), own->get(), own->len) == 0;
+    }
     auto addr = unix_address(address);
     connected_ = addr && ::connect(fd_.get(), addr->get(), addr->len) == 0;
   }
   bool connected() const { return connected_; }
+  bool bound() const { return bound_; }
+
+  // The next datagram that came back, waiting up to `timeout`; nullopt if none.
+  std::optional<std::string> receive(std::chrono::milliseconds timeout) {
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return std::nullopt;
+    char buf[512];
+    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+  }
 
   // Sends `data`, and `fds` as SCM_RIGHTS when there are any.
   bool send(std::string_view data, const std::vector<int>& fds = {}) {
@@ -266,9 +304,12 @@ class Sender {
     return ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
   }
 
+  int fd() const { return fd_.get(); }
+
  private:
   UniqueFd fd_;
   bool connected_ = false;
+  bool bound_ = false;
 };
 
 std::size_t open_fd_count() {
@@ -305,8 +346,10 @@ class NotifySocketTest : public ::testing::Test {
 
   void open() {
     auto s = NotifySocket::open(&loop_, [this](const NotifySocket::Datagram& d) {
-      received_.push_back({d.pid, d.uid, std::string(d.data)});
+      received_.push_back({d.pid, d.uid, std::string(d.data), d.from != nullptr});
       ++batch_;
+      if (!answer_with_.empty() && d.from) socket_->answer(*d.from, answer_with_);
+      if (on_datagram_) on_datagram_(d);
     });
     ASSERT_TRUE(s) << s.error().message;
     socket_ = std::move(*s);
@@ -332,7 +375,9 @@ class NotifySocketTest : public ::testing::Test {
   uv_loop_t loop_{};
   std::unique_ptr<NotifySocket> socket_;
   std::vector<Received> received_;
-  int batch_ = 0;  // datagrams handled since the loop last ran its check handles
+  int batch_ = 0;            // datagrams handled since the loop last ran its check handles
+  std::string answer_with_;  // what the handler answers each answerable datagram
+  std::function<void(const NotifySocket::Datagram&)> on_datagram_;  // then this, if set
 };
 
 TEST_F(NotifySocketTest, TheAddressIsAbstractAndNamedAfterThisProcess) {
@@ -373,6 +418,74 @@ TEST_F(NotifySocketTest, ADatagramFromAForkedChildCarriesTheChildsPid) {
   ASSERT_EQ(received_.size(), 1u);
   EXPECT_EQ(received_[0].pid, child);
   EXPECT_EQ(received_[0].data, "RECYCLER_REQUESTS=1");
+}
+
+// recycler answers a sender with an abstract address of its own: the socket
+// that sent is the one that hears it.
+TEST_F(NotifySocketTest, AnAutoboundSenderIsAnsweredOnItsOwnSocket) {
+  open();
+  answer_with_ = "RECYCLER_REQUEST_LIMIT=7";
+  Sender sender(socket_->address(), Sender::Bound::kAutobind);
+  ASSERT_TRUE(sender.bound());
+  ASSERT_TRUE(sender.connected());
+  ASSERT_TRUE(sender.send("RECYCLER_REQUESTS=1"));
+  ASSERT_TRUE(run_until_received(1));
+  EXPECT_TRUE(received_[0].answerable);
+  EXPECT_EQ(sender.receive(5s), "RECYCLER_REQUEST_LIMIT=7");
+  EXPECT_EQ(socket_->stats().answers, 1u);
+  EXPECT_EQ(socket_->stats().answers_dropped, 0u);
+}
+
+// sd_notify's unbound sender has no address to answer; a path is not
+// written to (recycler is root: whatever holds that path by then would get it).
+TEST_F(NotifySocketTest, UnboundAndPathBoundSendersAreNotAnswerable) {
+  open();
+  answer_with_ = "RECYCLER_REQUEST_LIMIT=7";
+  char dir[] = "/tmp/recycler-notify-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/sender";
+  {
+    Sender unbound(socket_->address());
+    Sender at_path(socket_->address(), Sender::Bound::kPath, path);
+    ASSERT_TRUE(at_path.bound());
+    ASSERT_TRUE(unbound.send("RECYCLER_REQUESTS=1"));
+    ASSERT_TRUE(at_path.send("RECYCLER_REQUESTS=1"));
+    ASSERT_TRUE(run_until_received(2));
+    EXPECT_FALSE(received_[0].answerable);
+    EXPECT_FALSE(received_[1].answerable);
+    EXPECT_EQ(unbound.receive(0ms), std::nullopt);
+    EXPECT_EQ(at_path.receive(0ms), std::nullopt);
+    EXPECT_EQ(socket_->stats().answers, 0u);
+  }
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+}
+
+// A sender that never reads its answers cannot make recycler wait. Its
+// queue of unread answers is charged to recycler's socket (a sender connected
+// to the receiver is past the kernel's queue-length check): once recycler's
+// send buffer is full, answers are dropped, each at once. The controller
+// answers each process at most twice (RecycleController::answer), so this
+// takes a program's own processes by the hundred.
+TEST_F(NotifySocketTest, AnswersToASenderThatNeverReadsAreDroppedNotWaitedFor) {
+  open();
+  answer_with_ = "RECYCLER_REQUESTS_SEEN=1";
+  Sender sender(socket_->address(), Sender::Bound::kAutobind);
+  ASSERT_TRUE(sender.bound());
+  std::size_t reports = 0;
+  while (socket_->stats().answers_dropped == 0 && reports < 20000) {
+    ASSERT_TRUE(sender.send("RECYCLER_REQUESTS=1"));
+    ASSERT_TRUE(run_until_received(++reports));
+  }
+  EXPECT_GT(socket_->stats().answers, 0u);
+  EXPECT_EQ(socket_->stats().answers_dropped, 1u) << "after " << reports << " reports";
+  EXPECT_EQ(socket_->stats().answers + socket_->stats().answers_dropped, reports);
+  // Once it reads, answers go again.
+  while (sender.receive(0ms)) {
+  }
+  ASSERT_TRUE(sender.send("RECYCLER_REQUESTS=1"));
+  ASSERT_TRUE(run_until_received(++reports));
+  EXPECT_EQ(socket_->stats().answers_dropped, 1u);
 }
 
 TEST_F(NotifySocketTest, ALoneDatagramCostsOneRead) {
@@ -730,6 +843,105 @@ sys.exit(0 if all(rn.requests() for _ in range(7)) else 1)
   EXPECT_THAT(run_helper(script, "5", 4),
               ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=4", "RECYCLER_REQUESTS=1",
                           "RECYCLER_REQUESTS=1"));
+}
+
+// recycler's answers, played by the test: the process's limit (4) after its
+// first report; at it, SIGTERM, then the count seen. The helper holds its
+// counts until its limit, sends them in one report and returns from that
+// requests() call only once recycler has acted on it: its SIGTERM handler has
+// run by then. Past its limit it reports each request without waiting.
+class HelperAnswersTest : public NotifySocketTest {
+ protected:
+  // Runs `script` while the loop answers as recycler does, until it exits;
+  // its exit code, and what reached the socket in order once `datagrams` have.
+  std::pair<int, std::vector<std::string>> run_answered(const char* script, bool answer_seen,
+                                                        size_t datagrams) {
+    std::map<pid_t, uint64_t> counted;
+    on_datagram_ = [&, answer_seen](const NotifySocket::Datagram& d) {
+      NotifyMessage m = parse_message(d.data);
+      if (!m.requests || !d.from) return;
+      uint64_t before = counted[d.pid];
+      uint64_t now = counted[d.pid] += *m.requests;
+      Answer a;
+      if (before == 0) a.request_limit = 4;
+      if (now >= 4 && answer_seen) {
+        ::kill(d.pid, SIGTERM);  // the recycle, before the answer
+        a.requests_seen = now;
+      }
+      if (a) socket_->answer(*d.from, format_answer(a));
+    };
+    open();
+    pid_t python =
+        spawn({kPython, "-c", script, kHelperDir},
+              {"NOTIFY_SOCKET=" + socket_->address(), "RECYCLER_REQUESTS_BATCH_BELOW=3"});
+    EXPECT_GT(python, 0);
+    int status = -1;
+    // The child's exit is no event of the loop: a timer wakes it to look.
+    auto* ticker = new uv_timer_t;
+    uv_timer_init(&loop_, ticker);
+    uv::Handle<uv_timer_t> ticking(ticker);
+    uv_timer_start(
+        ticker, [](uv_timer_t*) {}, 5, 5);
+    run_until([&] {
+      int st = 0;
+      if (python > 0 && ::waitpid(python, &st, WNOHANG) == python) {
+        status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return true;
+      }
+      return false;
+    });
+    EXPECT_TRUE(run_until_received(datagrams));
+    std::vector<std::string> data;
+    for (const auto& r : received_) data.push_back(r.data);
+    return {status, data};
+  }
+};
+
+TEST_F(HelperAnswersTest, AtItsLimitAProcessReportsOnceAndWaitsUntilRecyclerActed) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  const char* script = R"(
+import signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+stopped = []
+signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+ok = rn.requests()                      # the first: sent at once, answered with the limit
+rn._read_answers(rn._sock, 10)          # (the test waits for that answer)
+ok &= rn._limit == 4
+ok &= rn.requests() and rn.requests()   # held: 3 served, under the limit of 4
+ok &= not stopped
+ok &= rn.requests()                     # the 4th: 3 in one report, then the wait
+ok &= stopped == [1]                    # SIGTERM came, and was handled, before it returned
+ok &= rn.requests()                     # past the limit: sent at once
+sys.exit(0 if ok else 1)
+)";
+  auto [status, data] = run_answered(script, true, 3);
+  EXPECT_EQ(status, 0);
+  EXPECT_THAT(data,
+              ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=3", "RECYCLER_REQUESTS=1"));
+}
+
+// A recycler that says the limit but never acts on the report at it: the
+// wait ends after LIMIT_WAIT_SECONDS, and the process serves on.
+TEST_F(HelperAnswersTest, TheWaitAtTheLimitIsBounded) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
+  const char* script = R"(
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import recycler_notify as rn
+rn.LIMIT_WAIT_SECONDS = 0.2
+ok = rn.requests()
+rn._read_answers(rn._sock, 10)
+ok &= rn._limit == 4
+ok &= rn.requests(2)
+start = time.monotonic()
+ok &= rn.requests()
+waited = time.monotonic() - start
+sys.exit(0 if ok and 0.15 < waited < 5 else 1)
+)";
+  auto [status, data] = run_answered(script, false, 2);
+  EXPECT_EQ(status, 0);
+  EXPECT_THAT(data, ElementsAre("RECYCLER_REQUESTS=1", "RECYCLER_REQUESTS=3"));
 }
 
 // With no per-process limit ("unlimited") counts wait at most BATCH_SECONDS,

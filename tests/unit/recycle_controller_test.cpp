@@ -563,6 +563,89 @@ TEST_F(ControllerTest, RequestsLeftCountsWhatProcessesMayHoldBack) {
   }
 }
 
+// The notify socket's answers (notify/message.h): a process hears its drawn
+// limit after its first report, then nothing until a report reaches it; that
+// one is answered after its signal was given, with the count seen.
+TEST_F(ControllerTest, AProcessHearsItsLimitOnceAndAtItThatItsReportWasActedOn) {
+  make("    policies:\n      - max_requests: {limit: 10, jitter: 5, scope: process}\n");
+  start();
+  controller->requests(0, 101, 1);
+  take();
+  notify::Answer first = controller->answer(0, 101);
+  ASSERT_TRUE(first.request_limit);
+  uint64_t limit = *first.request_limit;
+  EXPECT_GE(limit, 10u);
+  EXPECT_LE(limit, 15u);
+  EXPECT_FALSE(first.requests_seen);
+  EXPECT_FALSE(controller->answer(0, 101)) << "told once";
+  controller->requests(0, 101, limit - 2);
+  take();
+  EXPECT_FALSE(controller->answer(0, 101)) << "below its limit: nothing to say";
+  EXPECT_TRUE(all<SignalProcess>().empty());
+  controller->requests(0, 101, 1);
+  take();
+  // The signal is among the commands of that very report, so the runtime has
+  // sent it by the time it answers.
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 1u);
+  EXPECT_EQ(signals[0].pid, 101);
+  notify::Answer at = controller->answer(0, 101);
+  EXPECT_FALSE(at.request_limit);
+  EXPECT_EQ(at.requests_seen, limit);
+  // Answered once: a process that serves on (held in a queue, say) reports
+  // each request and hears nothing more.
+  controller->requests(0, 101, 1);
+  take();
+  EXPECT_FALSE(controller->answer(0, 101));
+}
+
+TEST_F(ControllerTest, OnlyProcessScopeLimitsAreTold) {
+  for (const char* policy : {"max_requests: {limit: 10}", "max_lifetime: {after: 1h}"}) {
+    make(std::string("    policies:\n      - ") + policy + "\n");
+    start();
+    controller->requests(0, 101, 1);
+    take();
+    EXPECT_FALSE(controller->answer(0, 101)) << policy;
+  }
+  make("    policies:\n      - max_requests: {limit: 10, scope: process}\n");
+  start();
+  EXPECT_FALSE(controller->answer(0, 101)) << "a process that never reported";
+  EXPECT_FALSE(controller->answer(1, 101)) << "no such slot";
+}
+
+// The smallest of several policies' limits; told again when it changes.
+TEST_F(ControllerTest, AProcessIsToldTheSmallestLimitDrawnForIt) {
+  make(
+      "    policies:\n"
+      "      - max_requests: {limit: 50, scope: process}\n"
+      "      - max_requests: {limit: 20, scope: process}\n");
+  start();
+  controller->requests(0, 101, 1);
+  take();
+  EXPECT_EQ(controller->answer(0, 101).request_limit, 20u);
+}
+
+// A process told its limit may hold back every count below it: the notify
+// socket must not rest while its next report may be the one at the limit.
+TEST_F(ControllerTest, RequestsLeftCountsWhatAProcessToldItsLimitMayHoldBack) {
+  make(
+      "    policies:\n      - max_requests: {limit: 100, scope: process}\n"
+      "    env: {RECYCLER_REQUESTS_BATCH_BELOW: \"1\"}\n");
+  start();
+  controller->requests(0, 101, 1);
+  take();
+  EXPECT_EQ(controller->requests_left(), 99u);
+  ASSERT_TRUE(controller->answer(0, 101));
+  EXPECT_EQ(controller->requests_left(), 1u);
+  // Gone at the next sample: forgotten with its count.
+  policies::Sample s = sample();
+  std::vector<pid_t> listed{100};
+  s.processes = {process(100, 1, true)};
+  controller->prepare(0, s, &listed);
+  sampled(s);
+  EXPECT_EQ(controller->requests_left(), 100u);
+}
+
 TEST_F(ControllerTest, WithoutARequestPolicyNothingIsLeftToCount) {
   make("    policies:\n      - max_lifetime: {after: 1h}\n");
   start();
