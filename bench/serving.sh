@@ -22,7 +22,8 @@
 # over the rows. Prints a markdown table (bench/serving/report.py): every run
 # and the median per row, req/s and p99 against (a), wrk's non-2xx and socket
 # errors, recycles done, requests served per recycled pid (from gunicorn's
-# access log) and how many served more than their drawn limit + 5.
+# access log), how many served more than their drawn limit + 5, and
+# recycler's own CPU time and context switches over the load, per recycle.
 # QLEN=512 sets net.unix.max_dgram_qlen (how many datagrams the kernel queues
 # on one notify socket; systemd sets 512 at boot, the kernel's default is 10)
 # for the run and puts the old value back at the end; the table names it.
@@ -202,6 +203,17 @@ start_server() {  # ROW
   PID=$!
 }
 
+# recycler's own CPU time (utime + stime, ms) and context switches so far:
+# report.py takes the difference over the load, per recycle.
+CLK_TCK=$(getconf CLK_TCK)
+recycler_cpu() {
+  local stat
+  read -r -a stat <<<"$(sed 's/^.*) //' "/proc/$PID/stat" 2>/dev/null)"
+  [[ ${#stat[@]} -gt 13 ]] || return 0
+  echo "cpu_ms $(((stat[11] + stat[12]) * 1000 / CLK_TCK))"
+  awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print "switches", n}' "/proc/$PID/status"
+}
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "serving benchmark: $RUNS run(s) of ${DURATION}s per row, rows: $ROWS; $(nproc) CPUs, load $LOAD_BEFORE" >&2
 for ((run = 1; run <= RUNS; run++)); do
@@ -215,12 +227,14 @@ for ((run = 1; run <= RUNS; run++)); do
       tail -n 20 "$RUN_DIR"/*.log >&2
       exit 1
     fi
+    [[ $row = a || $row = b ]] || recycler_cpu >"$RUN_DIR/cpu-before"
     if [[ $LOAD = wrk ]]; then
       wrk -t2 -c16 -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/" >"$RUN_DIR/wrk.txt" 2>&1
     else  # prints what report.py reads from wrk's output
       $PYTHON "$SERVING/closed_loop.py" "$PORT" --connections 16 --duration "$DURATION" \
         >"$RUN_DIR/wrk.txt" 2>&1
     fi
+    [[ $row = a || $row = b ]] || recycler_cpu >"$RUN_DIR/cpu-after"
     stop_server 30
     printf '  %-3s run %d: %s\n' "$row" "$run" "$(grep -h 'Requests/sec' "$RUN_DIR/wrk.txt")" >&2
   done

@@ -4,7 +4,9 @@
 
 DIR holds one folder per run, ROW-RUN (e.g. c0-2), each with wrk.txt (wrk's
 output), access.log (gunicorn's, the worker pid as "<1234>" first on each
-line), error.log (gunicorn's own) and, under recycler, recycler.log.
+line), error.log (gunicorn's own) and, under recycler, recycler.log and
+cpu-before/cpu-after (recycler's CPU time and context switches around the load:
+"cpu_ms N" and "switches N" lines).
 Standard library only.
 """
 
@@ -66,8 +68,18 @@ def parse_wrk(text):
     return out
 
 
+def counters(text):
+    return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
+
+
 def analyse(run_dir):
     r = parse_wrk(read(os.path.join(run_dir, "wrk.txt")))
+    before = counters(read(os.path.join(run_dir, "cpu-before")))
+    after = counters(read(os.path.join(run_dir, "cpu-after")))
+    r["cpu_ms"] = (after["cpu_ms"] - before["cpu_ms"]
+                   if "cpu_ms" in before and "cpu_ms" in after else None)
+    r["switches"] = (after["switches"] - before["switches"]
+                     if "switches" in before and "switches" in after else None)
     served = {}
     for line in read(os.path.join(run_dir, "access.log")).splitlines():
         if m := ACCESS_PID.match(line):
@@ -110,9 +122,14 @@ def line(label, r, base):
                else "{} / {:g} / {}".format(*r["per_pid"]))
     errors = "{} ({}/{}/{}/{})".format(r["errors"], r["connect"], r["read"], r["write"],
                                        r["timeout"])
+    cpu = "—" if r["cpu_ms"] is None else f"{r['cpu_ms']:,.0f}"
+    if r["cpu_ms"] is not None and r["recycles"]:
+        cpu += f" ({r['cpu_ms'] / r['recycles']:.2f} ms, "
+        cpu += ("—" if r["switches"] is None else f"{r['switches'] / r['recycles']:.0f}")
+        cpu += " switches)"
     return (f"| {label} | {fmt(r['rps'])} | {ratio} | {fmt(r['p50'], '{:.2f}')} | "
             f"{fmt(r['p99'], '{:.2f}')} | {p99x} | {r['non2xx']} | {errors} | "
-            f"{r['recycles']} | {per_pid} | {fmt(r['over'], '{}')} |")
+            f"{r['recycles']} | {per_pid} | {fmt(r['over'], '{}')} | {cpu} |")
 
 
 def median_of(runs):
@@ -120,7 +137,7 @@ def median_of(runs):
         vals = [r[key] for r in runs if r[key] is not None]
         return statistics.median(vals) if vals else None
     m = {k: med(k) for k in ("rps", "p50", "p99", "non2xx", "connect", "read", "write",
-                             "timeout", "errors", "recycles", "over")}
+                             "timeout", "errors", "recycles", "over", "cpu_ms", "switches")}
     for k in ("non2xx", "connect", "read", "write", "timeout", "errors", "recycles"):
         m[k] = int(m[k]) if m[k] is not None else 0
     if m["over"] is not None:
@@ -144,8 +161,8 @@ def main(argv):
     base = median_of(results["a"]) if results.get("a") else None
     print("| row | req/s | vs (a) | p50 ms | p99 ms | p99 vs (a) | non-2xx | socket errors "
           "(connect/read/write/timeout) | recycles | requests per recycled pid (min / median / "
-          "max) | pids over limit + 5 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|")
+          "max) | pids over limit + 5 | recycler CPU ms over the load (per recycle) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|")
     for row in rows:
         runs = results[row]
         if not runs:
