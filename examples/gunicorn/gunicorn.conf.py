@@ -3,9 +3,10 @@
 #   /usr/bin/python3 -m gunicorn -c examples/gunicorn/gunicorn.conf.py
 #
 # Each worker counts every request it served for recycler over NOTIFY_SOCKET
-# (the post_request hook below), so recycler counts requests per worker pid;
-# the helper holds them back while the worker is far below its limit
-# (RECYCLER_REQUESTS_BATCH_BELOW) and sends each one near it.
+# (the post_request hook below), so recycler counts requests per worker pid.
+# recycler tells each worker the limit it drew for it; the helper holds the
+# counts until the worker reaches it, reports them then and waits in the hook
+# until recycler has signalled the worker, which leaves after that request.
 import os
 import sys
 
