@@ -309,6 +309,8 @@ def _read_answers(sock, timeout=0, until_seen=False):
             poller.register(sock, select.POLLIN)
             poller.poll(left * 1000)  # a signal handler may run meanwhile: that is the point
             continue
+        except OSError:
+            return seen  # recycler went away: the next send reconnects
         answered = True
         for line in data.decode("ascii", "replace").splitlines():
             key, _, value = line.partition("=")
