@@ -163,7 +163,8 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
       w.sample("recycler_notify_reads_total", {{"program", p.name}}, *p.notify_reads);
   w.family("recycler_notify_answers_total",
            "Answers sent on the program's notify socket (a process's request limit, the count "
-           "seen at it), by whether they went or were dropped (the process's queue full).",
+           "seen at it), by whether they went or were dropped (unread answers filled the socket's "
+           "buffer, or the process was gone).",
            Type::Counter);
   for (const ProgramStatus& p : s.programs) {
     if (p.notify_answers)

@@ -49,7 +49,7 @@ NotifyMessage parse_message(std::string_view datagram);
 
 // What recycler answers a process that reports requests from a socket with
 // an address of its own (an autobound abstract one: NotifySocket::Datagram::
-// answerable), in the same KEY=VALUE format. A process whose requests a
+// from), in the same KEY=VALUE format. A process whose requests a
 // policy counts one by one (max_requests, scope: process) hears its drawn
 // limit once; it may then hold its counts until it reaches that limit,
 // report them in one message and wait for the second answer, which comes

@@ -55,7 +55,7 @@ class NotifySocket {
     uid_t uid;
     std::string_view data;  // valid during the handler call only
     // The sender's socket address when it has one in the abstract namespace
-    // (an autobound socket: "\0" and five hex digits), which answer() can
+    // (an autobound socket's is "\0" and five hex digits), which answer() can
     // reach; else null (an unbound sender, the usual sd_notify(3), or one
     // bound to a path, which recycler, root, does not write to). Valid
     // during the handler call only.
@@ -83,9 +83,11 @@ class NotifySocket {
   const std::string& address() const { return address_; }  // the NOTIFY_SOCKET value
 
   // One datagram back to a sender (Datagram::from), never waiting: dropped
-  // when its queue is full or it is gone. A sender's socket connected to
-  // this one takes datagrams from this one only, so an answer is all it
-  // hears. False when it did not go.
+  // when it is gone, or when this socket's send buffer is full (the answers
+  // a connected sender has not read yet are charged to this socket, not to
+  // the sender's queue length). A sender's socket connected to this one takes
+  // datagrams from this one only, so an answer is all it hears. False when
+  // it did not go.
   bool answer(const UnixAddress& to, std::string_view data);
 
   // What one drain read, for the pacing function.
