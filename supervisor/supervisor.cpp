@@ -520,12 +520,17 @@ void Supervisor::on_notify(const std::string& program, const notify::NotifySocke
 // a sender in another one (it reached the socket by its path) would have
 // recycler's answer land on whatever socket holds that name in recycler's.
 bool Supervisor::same_network_namespace(pid_t pid) {
-  struct stat own {};
+  // recycler's own stays what it was at start (it never changes namespaces).
+  static const std::optional<std::pair<dev_t, ino_t>> own =
+      []() -> std::optional<std::pair<dev_t, ino_t>> {
+    struct stat s {};
+    if (::stat("/proc/self/ns/net", &s) != 0) return std::nullopt;
+    return std::pair{s.st_dev, s.st_ino};
+  }();
   struct stat theirs {};
-  if (::stat("/proc/self/ns/net", &own) != 0) return false;
+  if (!own) return false;
   std::string path = fmt::format("/proc/{}/ns/net", pid);
-  return ::stat(path.c_str(), &theirs) == 0 && theirs.st_ino == own.st_ino &&
-         theirs.st_dev == own.st_dev;
+  return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own;
 }
 
 Worker* Supervisor::worker_of(pid_t pid) {

@@ -136,11 +136,8 @@ void RecycleController::prepare(unsigned slot, policies::Sample& s,
   }
   run.members_fresh = false;
   if (listed) {  // forget the counts of processes that are gone
-    auto gone = [&](const auto& e) {
-      return !std::binary_search(listed->begin(), listed->end(), e.first);
-    };
-    std::erase_if(run.pid_requests, gone);
-    std::erase_if(run.told, gone);
+    forget_counts(
+        run, [&](pid_t pid) { return !std::binary_search(listed->begin(), listed->end(), pid); });
     if (program_->requests) {  // only pids that output names are checked against it
       run.members = {listed->begin(), listed->end()};
       run.members_fresh = true;
@@ -490,8 +487,7 @@ void RecycleController::forget_process(RecycleKey key) {
   if (!s.run) return;
   std::erase_if(s.run->last.processes,
                 [&](const policies::ProcessSample& p) { return p.pid == key.pid; });
-  s.run->pid_requests.erase(key.pid);
-  s.run->told.erase(key.pid);
+  forget_counts(*s.run, [&](pid_t pid) { return pid == key.pid; });
 }
 
 void RecycleController::finished(RecycleKey key) {
@@ -599,9 +595,7 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
   run.requests += n;
   if (pid && run.pid_requests.size() >= kMaxTrackedPids && !run.pid_requests.count(*pid)) {
     // Only the worker's processes get here: forget those that are gone.
-    auto gone = [&](const auto& e) { return !run.members.count(e.first); };
-    std::erase_if(run.pid_requests, gone);
-    std::erase_if(run.told, gone);
+    forget_counts(run, [&](pid_t p) { return !run.members.count(p); });
     if (run.pid_requests.size() >= kMaxTrackedPids) pid.reset();
   }
   if (pid) run.pid_requests[*pid] += n;

@@ -321,6 +321,12 @@ class RecycleController {
   void restart(unsigned slot, size_t policy, std::string reason, bool resume);
   void end_checkpoint(unsigned slot, std::string_view why, bool resume);
   void forget_process(policies::RecycleKey key);
+  // Forgets the counts of the processes `gone(pid)` picks, and what they were told.
+  template <typename Gone>
+  static void forget_counts(Run& run, Gone gone) {
+    std::erase_if(run.pid_requests, [&](const auto& e) { return gone(e.first); });
+    std::erase_if(run.told, [&](const auto& e) { return gone(e.first); });
+  }
   void finished(policies::RecycleKey key);
   void admit(const std::vector<policies::RecycleKey>& keys);
   std::string cause_text(size_t policy, const Decision& decision) const;
