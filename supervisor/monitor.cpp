@@ -225,16 +225,40 @@ bool ProgramMonitor::recycle(unsigned slot, std::string reason) {
   return asked;
 }
 
-void ProgramMonitor::on_notify(Worker& worker, pid_t sender, const notify::NotifyMessage& message) {
+void ProgramMonitor::on_notify(Worker& worker, Worker::Generation generation, pid_t sender,
+                               const notify::NotifyMessage& message) {
   Slot* slot = find(worker);
   if (!slot) return;
-  controller_.notified(slot->index, sender, message);
-  run_commands();
+  switch (generation) {
+    case Worker::Generation::Current:
+      controller_.notified(slot->index, sender, message);
+      run_commands();
+      return;
+    case Worker::Generation::Next:
+      // Only its counts carry over into its run; the rest (an iteration,
+      // device bytes) describes that run and comes again once it runs.
+      if (message.requests && *message.requests > 0)
+        controller_.next_requests(slot->index, worker.surge_generation(), sender,
+                                  *message.requests);
+      return;
+    case Worker::Generation::Retiring:
+      return;
+  }
 }
 
-notify::Answer ProgramMonitor::answer(Worker& worker, pid_t sender) {
+notify::Answer ProgramMonitor::answer(Worker& worker, Worker::Generation generation, pid_t sender,
+                                      uint64_t requests) {
   Slot* slot = find(worker);
-  return slot ? controller_.answer(slot->index, sender) : notify::Answer{};
+  if (!slot) return {};
+  switch (generation) {
+    case Worker::Generation::Current:
+      return controller_.answer(slot->index, sender);
+    case Worker::Generation::Next:
+      return {};
+    case Worker::Generation::Retiring:
+      return controller_.retiring_report(slot->index, sender, requests);
+  }
+  return {};
 }
 
 void ProgramMonitor::on_output(Worker& worker, pid_t pid, std::string_view line) {
@@ -242,7 +266,15 @@ void ProgramMonitor::on_output(Worker& worker, pid_t pid, std::string_view line)
   notify::OutputMatcher::Match m = matcher_->match(line);
   if (!m.matched) return;
   Slot* slot = find(worker);
-  if (!slot || !controller_.running(slot->index)) return;
+  if (!slot) return;
+  // During a surge and after one, two generations write: each counts in its
+  // own run (as their notify reports do, on_notify).
+  if (pid == worker.surge_pid()) {
+    controller_.next_requests(slot->index, worker.surge_generation(), m.pid.value_or(pid), 1);
+    return;
+  }
+  if (pid == worker.retiring_pid()) return;
+  if (!controller_.running(slot->index)) return;
   // The pid in a line is text the worker wrote: it names one of its
   // processes, or the request counts for the worker alone.
   if (m.pid && *m.pid != pid && !is_member(*slot, *m.pid)) {

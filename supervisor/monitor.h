@@ -67,12 +67,21 @@ class ProgramMonitor {
 
   // Called after every state change of one of this program's workers.
   void on_state_change(Worker& worker);
-  // A notify datagram from `sender`, a process inside `worker`.
-  void on_notify(Worker& worker, pid_t sender, const notify::NotifyMessage& message);
-  // What to answer `sender` after on_notify() (RecycleController::answer).
-  notify::Answer answer(Worker& worker, pid_t sender);
+  // A notify datagram from `sender`, a process inside `worker`, of its
+  // `generation` (Worker::generation_in): the current run's messages go to the
+  // controller; the next generation's request counts wait for its run
+  // (RecycleController::next_requests); the retiring one's count nowhere.
+  void on_notify(Worker& worker, Worker::Generation generation, pid_t sender,
+                 const notify::NotifyMessage& message);
+  // What to answer `sender` after on_notify() of its report of `requests`
+  // (RecycleController::answer, or retiring_report; nothing to the next
+  // generation until its run starts).
+  notify::Answer answer(Worker& worker, Worker::Generation generation, pid_t sender,
+                        uint64_t requests);
   // A whole output line of `worker` (main process `pid`), when requests are
-  // counted by pattern.
+  // counted by pattern: a line of a surge's next generation (`pid` is its
+  // main process) counts in that generation's run, one of the retiring
+  // generation nowhere.
   void on_output(Worker& worker, pid_t pid, std::string_view line);
 
   // An operator's recycle of `slot` (the control socket): to the controller

@@ -479,7 +479,8 @@ std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
 }
 
 void Supervisor::on_notify(const std::string& program, const notify::NotifySocket::Datagram& d) {
-  Worker* worker = worker_of(d.pid);
+  unsigned variant = 0;
+  Worker* worker = worker_of(d.pid, &variant);
   // A worker of another program that can reach this socket speaks for that
   // program only on its own.
   bool foreign = worker == nullptr || worker->program().name != program;
@@ -504,12 +505,15 @@ void Supervisor::on_notify(const std::string& program, const notify::NotifySocke
   if (message.ready) worker->notified_ready(d.pid);
   ProgramMonitor* m = monitor_of(*worker);
   if (!m) return;
-  m->on_notify(*worker, d.pid, message);
+  // During a surge and after one, two generations of the slot report: each
+  // counts in its own run.
+  Worker::Generation generation = worker->generation_in(variant);
+  m->on_notify(*worker, generation, d.pid, message);
   // A process that can hear answers (an autobound socket, as recycler_notify
   // has) learns its request limit and, at it, that its report was acted on:
   // what the report led to (a signal) has been done by now.
   if (!d.from || !message.requests) return;
-  notify::Answer answer = m->answer(*worker, d.pid);
+  notify::Answer answer = m->answer(*worker, generation, d.pid, *message.requests);
   if (!answer || !same_network_namespace(d.pid)) return;
   auto it = programs_.find(program);
   if (it != programs_.end() && it->second.notify)
@@ -533,7 +537,7 @@ bool Supervisor::same_network_namespace(pid_t pid) {
   return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own;
 }
 
-Worker* Supervisor::worker_of(pid_t pid) {
+Worker* Supervisor::worker_of(pid_t pid, unsigned* variant) {
   auto live = [](const Worker& w) {
     return w.state() == WorkerState::Running || w.state() == WorkerState::Stopping;
   };
@@ -541,7 +545,10 @@ Worker* Supervisor::worker_of(pid_t pid) {
     auto p = programs_.find(it->second.program);
     if (p != programs_.end() && it->second.slot < p->second.workers.size()) {
       Worker& w = *p->second.workers[it->second.slot];
-      if (w.generation() == it->second.generation && live(w)) return &w;
+      if (w.generation() == it->second.generation && live(w)) {
+        if (variant) *variant = it->second.variant;
+        return &w;
+      }
     }
     senders_.erase(it);
   }
@@ -552,11 +559,14 @@ Worker* Supervisor::worker_of(pid_t pid) {
     strangers_.erase(it);
   }
   Worker* found = nullptr;
+  unsigned found_variant = 0;
   if (auto id = cgroups_->owner_of(pid)) {
     auto p = programs_.find(id->program);
     if (p != programs_.end() && id->slot < p->second.workers.size() &&
-        live(*p->second.workers[id->slot]))
+        live(*p->second.workers[id->slot])) {
       found = p->second.workers[id->slot].get();
+      found_variant = id->variant;
+    }
   }
   if (!found) {
     // Bounded: a stranger with many pids refills it at one /proc read each.
@@ -565,7 +575,8 @@ Worker* Supervisor::worker_of(pid_t pid) {
     return nullptr;
   }
   if (senders_.size() >= kMaxRemembered) senders_.clear();  // refilled on demand
-  senders_[pid] = Sender{found->program().name, found->slot(), found->generation()};
+  senders_[pid] = Sender{found->program().name, found->slot(), found->generation(), found_variant};
+  if (variant) *variant = found_variant;
   return found;
 }
 

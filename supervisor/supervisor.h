@@ -114,7 +114,9 @@ class Supervisor {
   std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
   void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
   static bool same_network_namespace(pid_t pid);
-  Worker* worker_of(pid_t pid);
+  // The worker `pid` is a process of, and which of its slot's cgroups it is in
+  // (`variant`: cgroup::WorkerId); null for none.
+  Worker* worker_of(pid_t pid, unsigned* variant = nullptr);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
@@ -171,6 +173,7 @@ class Supervisor {
     std::string program;
     unsigned slot = 0;
     unsigned generation = 0;
+    unsigned variant = 0;
   };
   std::map<pid_t, Sender> senders_;
   // Senders found to be no worker, until when they are not looked up again:

@@ -585,6 +585,12 @@ std::optional<pid_t> Worker::retiring_pid() const {
   return std::nullopt;
 }
 
+Worker::Generation Worker::generation_in(unsigned variant) const {
+  if (next_ && next_->variant == variant) return Generation::Next;
+  if (retiring_ && retiring_->variant == variant) return Generation::Retiring;
+  return Generation::Current;
+}
+
 void Worker::begin_surge() {
   if (!surge_cause_ || state_ != WorkerState::Running || stop_requested_) return;
   if (retiring_) {  // the last one's old generation is still stopping

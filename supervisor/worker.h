@@ -155,6 +155,13 @@ class Worker {
   // stopped beside the slot's main process after one.
   std::optional<pid_t> surge_pid() const;
   std::optional<pid_t> retiring_pid() const;
+  // Which generation a process of the slot's cgroup `variant` (cgroup::WorkerId)
+  // belongs to: the running one, the next one of a surge under way, or the one
+  // a surge replaced while it stops. Their requests count in different runs.
+  enum class Generation { Current, Next, Retiring };
+  Generation generation_in(unsigned variant) const;
+  // The next generation's number during a surge (0: none under way).
+  unsigned surge_generation() const { return next_ ? next_->generation : 0; }
   // While a worker checkpoints on request, its own clean exit (status 0) is
   // the end of that recycle, not the end of the program: the replacement
   // starts at once, with `cause`. Cleared by the next start.

@@ -71,7 +71,11 @@ Layout detect(const std::string& root, const Paths& paths = {});
 struct WorkerId {
   std::string program;
   unsigned slot = 0;
-  bool operator==(const WorkerId&) const = default;
+  // Which of the slot's two cgroups: 0 <slot>, 1 <slot>.b (a surge runs the
+  // next generation in the one the current one does not use; Worker tells
+  // which generation is in which). Not part of the identity: both are the slot.
+  unsigned variant = 0;
+  bool operator==(const WorkerId& o) const { return program == o.program && slot == o.slot; }
 };
 
 class WorkerCgroup {

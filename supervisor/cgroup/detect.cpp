@@ -162,14 +162,18 @@ std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& lay
   size_t slash = path.find('/');
   if (slash == 0 || slash == std::string_view::npos) return std::nullopt;
   std::string_view slot = path.substr(slash + 1, path.find('/', slash + 1) - slash - 1);
-  if (slot.ends_with(".b")) slot.remove_suffix(2);  // a surge's other cgroup
+  unsigned variant = 0;
+  if (slot.ends_with(".b")) {  // a surge's other cgroup
+    slot.remove_suffix(2);
+    variant = 1;
+  }
   unsigned n = 0;
   if (slot.empty() || slot.size() > 9) return std::nullopt;
   for (char c : slot) {
     if (c < '0' || c > '9') return std::nullopt;
     n = n * 10 + static_cast<unsigned>(c - '0');
   }
-  return WorkerId{std::string(path.substr(0, slash)), n};
+  return WorkerId{std::string(path.substr(0, slash)), n, variant};
 }
 
 std::string Layout::display_root() const {

@@ -459,9 +459,9 @@ class FallbackManager final : public Manager {
   const Layout& layout() const override { return layout_; }
   bool enforcing() const override { return false; }
   Result<std::unique_ptr<WorkerCgroup>> create(const std::string& program, unsigned slot,
-                                               const config::Limits&, unsigned) override {
+                                               const config::Limits&, unsigned variant) override {
     return std::unique_ptr<WorkerCgroup>(
-        std::make_unique<FallbackWorker>(proc_, WorkerId{program, slot}, sessions_));
+        std::make_unique<FallbackWorker>(proc_, WorkerId{program, slot, variant}, sessions_));
   }
   void remove_program(const std::string&) override {}
   void close() override {}

@@ -32,9 +32,14 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
   if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
   slots_.reserve(slots);
   for (unsigned i = 0; i < slots; ++i)
-    slots_.push_back(Slot{std::nullopt, policies::RecycleLoopGuard(
-                                            program_->min_uptime, program_->restart.backoff.initial,
-                                            program_->restart.backoff.max)});
+    slots_.push_back(Slot{
+        .run = std::nullopt,
+        .guard = policies::RecycleLoopGuard(program_->min_uptime, program_->restart.backoff.initial,
+                                            program_->restart.backoff.max),
+        .next_generation = 0,
+        .next_total = 0,
+        .next_pid_requests = {},
+        .retiring_answered = {}});
 }
 
 std::string RecycleController::name(unsigned slot) const {
@@ -85,6 +90,14 @@ void RecycleController::run_started(unsigned slot, unsigned generation, TimePoin
     for (const policies::Policy* p : policies_) run.states.push_back(p->start(run.context));
     run.growing.assign(policies_.size(), false);
     run.last.t = now_();
+    if (s.next_generation == generation) {  // what it served while a surge waited for it
+      run.requests = s.next_total;
+      run.pid_requests = std::move(s.next_pid_requests);
+    }
+    s.next_generation = 0;
+    s.next_total = 0;
+    s.next_pid_requests.clear();
+    s.retiring_answered.clear();
     s.run = std::move(run);
   }
   // A whole-worker recycle is done once its replacement runs.
@@ -284,7 +297,7 @@ void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& 
     // A pre-fork server's master reaps its own children, so the pid may be
     // gone (or reused) by now: the worker looks before anything is logged
     // (process_signalled).
-    signalled_[decision.pid] = InFlight{slot, policy, decision, false, false, waited};
+    signalled_[decision.pid] = InFlight{slot, policy, decision, false, false, waited, 0, 0};
     emit(SignalProcess{slot, decision.pid, decision.signal ? decision.signal : SIGTERM});
     return;
   }
@@ -447,6 +460,11 @@ void RecycleController::process_signalled(unsigned slot, pid_t pid, Signalled re
     case Signalled::Sent:
       announce(slot, it->second.policy, it->second.decision, pid, it->second.waited);
       it->second.sent = true;
+      if (const Slot& s = slots_[slot]; s.run) {
+        it->second.generation = s.run->generation;
+        auto counted = s.run->pid_requests.find(pid);
+        if (counted != s.run->pid_requests.end()) it->second.requests = counted->second;
+      }
       return;
   }
 }
@@ -463,19 +481,24 @@ void RecycleController::process_exited(unsigned slot, pid_t pid) {
   auto it = signalled_.find(pid);
   if (it == signalled_.end() || it->second.slot != slot) return;
   bool left = it->second.left;
+  unsigned generation = it->second.generation;
+  uint64_t n = it->second.requests;
   signalled_.erase(it);
   RecycleKey key{slot, pid};
-  if (const Slot& s = slots_[slot]; s.run) {
+  if (const Slot& s = slots_[slot]; s.run && s.run->generation == generation) {
     auto counted = s.run->pid_requests.find(pid);
-    uint64_t n = counted == s.run->pid_requests.end() ? 0 : counted->second;
+    if (counted != s.run->pid_requests.end()) n = std::max(n, counted->second);
+  }
+  // A run that ended since (a surge replaced its generation) counts no more of
+  // it: what it served in all is its count at the signal.
+  if (generation != 0)
     event(LogLevel::Info, "exited",
           fmt::format("{} pid {} exited after its recycle: {} requests served", name(slot), pid, n),
           {{"program", program_->name},
            {"slot", slot},
            {"pid", pid},
-           {"generation", s.run->generation},
+           {"generation", generation},
            {"requests", n}});
-  }
   forget_process(key);
   if (!left) finished(key);
 }
@@ -618,6 +641,30 @@ void RecycleController::requests(unsigned slot, std::optional<pid_t> pid, uint64
     it->requests = run.pid_requests[*pid];
   }
   evaluate(slot, s, policies::kNeedsRequests);
+}
+
+void RecycleController::next_requests(unsigned slot, unsigned generation, pid_t pid, uint64_t n) {
+  if (slot >= slots_.size() || generation == 0) return;
+  Slot& s = slots_[slot];
+  if (s.next_generation != generation) {  // a surge before it failed: not this one's
+    s.next_generation = generation;
+    s.next_total = 0;
+    s.next_pid_requests.clear();
+  }
+  requests_seen_ = true;
+  requests_counted_ += n;
+  s.next_total += n;
+  if (s.next_pid_requests.size() < kMaxTrackedPids || s.next_pid_requests.count(pid))
+    s.next_pid_requests[pid] += n;
+}
+
+notify::Answer RecycleController::retiring_report(unsigned slot, pid_t pid, uint64_t n) {
+  notify::Answer out;
+  if (slot >= slots_.size()) return out;
+  auto& answered = slots_[slot].retiring_answered;
+  if (answered.size() >= kMaxTrackedPids || !answered.insert(pid).second) return out;
+  out.requests_seen = n;
+  return out;
 }
 
 bool RecycleController::recycle_asked(unsigned slot, std::string reason) {

@@ -162,6 +162,19 @@ class RecycleController {
   void sampled(unsigned slot, policies::Sample sample);
   // `n` requests served by `pid` (nullopt: by the worker, not a known process).
   void requests(unsigned slot, std::optional<pid_t> pid, uint64_t n);
+  // A report of `n` requests from `pid`, a process of the slot's next
+  // generation (`generation`) while a surge waits for it to be ready: its run
+  // has not started, and the run being replaced must not count them. Held
+  // apart, they are counted in that generation's run from its start
+  // (run_started), so that its whole-worker count and each process's count
+  // toward its own limit include what it served before the switch. The
+  // process hears no limit until then (answer() has no run for it).
+  void next_requests(unsigned slot, unsigned generation, pid_t pid, uint64_t n);
+  // A report from `pid`, a process of the generation a surge replaced, while
+  // it stops: its run is over, so it counts nowhere. The answer, once a
+  // process: RECYCLER_REQUESTS_SEEN with the report's count, so that one
+  // waiting at a limit it heard from its own run goes on with its stop.
+  notify::Answer retiring_report(unsigned slot, pid_t pid, uint64_t n);
   // A notify datagram from `sender`, a process of the worker. A new
   // RECYCLER_ITERATION evaluates the policies that read it at once (between
   // iterations), on the last sample with the device bytes the datagram gave.
@@ -277,6 +290,12 @@ class RecycleController {
   struct Slot {
     std::optional<Run> run;
     policies::RecycleLoopGuard guard;
+    // next_requests() of generation `next_generation`, until its run starts.
+    unsigned next_generation = 0;
+    uint64_t next_total = 0;
+    std::unordered_map<pid_t, uint64_t> next_pid_requests;
+    // Processes of the retiring generation answered by retiring_report().
+    std::unordered_set<pid_t> retiring_answered;
   };
   // A process-scope recycle under way, until its process exits.
   struct InFlight {
@@ -286,6 +305,10 @@ class RecycleController {
     bool sent = false;
     bool left = false;    // process_left: no longer holds its place in the queue
     bool waited = false;  // the decision waited its turn: the count moved on since
+    // Once sent: the run it was signalled in, and its count then (what it
+    // served in all, should that run end before the process does: a surge).
+    unsigned generation = 0;
+    uint64_t requests = 0;
   };
   struct Waiting {
     size_t policy;

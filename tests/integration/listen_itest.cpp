@@ -3,7 +3,8 @@
 // in the cgroup v2 VM (which has no gunicorn): restarts under concurrent load
 // refuse nothing with listen: and do without it; a surge serves throughout
 // from the slot's other cgroup; a next generation never ready is stopped
-// while the old one serves on; a reload keeps or rebinds the sockets.
+// while the old one serves on; what a next generation serves before it is
+// ready counts in its own run; a reload keeps or rebinds the sockets.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include "tests/support/itest.h"
@@ -135,6 +137,59 @@ TEST(Listen, ANextGenerationNeverReadyIsStoppedWhileTheOldServesOn) {
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(20s), 0);
   EXPECT_TRUE(wait_gone(master));
+}
+
+// With ready_after, a surge's next generation serves for a while before its
+// run starts (so does one whose READY=1 comes after its workers accept).
+// Each process's requests count toward its own limit from its first one:
+// every process recycled at its limit was counted for all it served, as the
+// server itself tells (each worker reports every request and prints its
+// total as it exits), whichever generation it served in.
+TEST(Listen, WhatTheNextGenerationServesBeforeItIsReadyCountsInItsRun) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  int port = free_port();
+  ASSERT_GT(port, 0);
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb, server_program(port, true, R"("--report", "1", "--respawn", "1")",
+                                               R"(    recycle: {mode: surge, ready_after: 1s}
+    policies:
+      - max_requests: {limit: 100, scope: process}
+      - max_lifetime: {after: 2s}
+)")));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("web[0] started: pid"));
+  Load load(port, 4);
+  // Generation 2 served beside generation 1, then on its own, then beside 3.
+  std::smatch ready;
+  ASSERT_TRUE(
+      r.wait_for(std::regex(R"(generation 3 \(pid \d+\) ready after)"), &ready, scaled(60s)))
+      << r.output();
+  ASSERT_TRUE(load.served_more(50, r, scaled(20s)));
+  load.finish();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(20s), 0);
+  EXPECT_EQ(load.failed(), 0);
+  std::string out = r.output();
+  std::map<pid_t, uint64_t> counted, served;
+  std::regex exited(R"(pid (\d+) exited after its recycle: (\d+) requests served)");
+  std::regex said(R"(listen_server: pid (\d+) served (\d+) requests)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), exited); it != std::sregex_iterator();
+       ++it)
+    counted[std::stoi((*it)[1].str())] = std::stoull((*it)[2].str());
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), said); it != std::sregex_iterator();
+       ++it)
+    served[std::stoi((*it)[1].str())] = std::stoull((*it)[2].str());
+  size_t compared = 0;
+  for (auto [pid, n] : counted) {
+    auto it = served.find(pid);
+    if (it == served.end()) continue;
+    ++compared;
+    // Its last reports may still be on their way when its exit is seen.
+    EXPECT_LE(n, it->second) << "pid " << pid;
+    EXPECT_LE(it->second, n + 5) << "pid " << pid << " served more than recycler counted";
+  }
+  EXPECT_GE(compared, 4u) << out;
 }
 
 TEST(Listen, AReloadKeepsTheSocketUnlessListenChanges) {

@@ -113,6 +113,20 @@ TEST(ParseWorkerOf, OnV2ReadsTheUnifiedLineAndAcceptsSubCgroupsOfTheWorker) {
             (WorkerId{"api", 12}));
 }
 
+// A surge runs the slot's next generation in <slot>.b: the same worker, the
+// other cgroup (the variant says which generation a notify sender is of).
+TEST(ParseWorkerOf, TheSurgesOtherCgroupIsTheSameSlotInVariantOne) {
+  Layout l = v2_layout("/recycler");
+  auto plain = parse_worker_of("0::/recycler/api/2\n", l);
+  auto other = parse_worker_of("0::/recycler/api/2.b/inner\n", l);
+  ASSERT_TRUE(plain && other);
+  EXPECT_EQ(*plain, *other) << "one slot";
+  EXPECT_EQ(plain->variant, 0u);
+  EXPECT_EQ(other->variant, 1u);
+  EXPECT_EQ(other->slot, 2u);
+  EXPECT_EQ(parse_worker_of("0::/recycler/api/2.c\n", l), std::nullopt);
+}
+
 TEST(ParseWorkerOf, AProcessOutsideTheRootIsNoWorker) {
   Layout l = v1_layout("/recycler");
   EXPECT_EQ(parse_worker_of("4:memory:/user.slice\n", l), std::nullopt);

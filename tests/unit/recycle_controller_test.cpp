@@ -599,6 +599,85 @@ TEST_F(ControllerTest, AProcessHearsItsLimitOnceAndAtItThatItsReportWasActedOn) 
   EXPECT_FALSE(controller->answer(0, 101));
 }
 
+// A surge: the next generation serves before its run starts (ready_after, or
+// a READY=1 that comes after its workers accept). Its counts wait apart: the
+// run it replaces does not count them, and its own run starts with them.
+TEST_F(ControllerTest, WhatTheNextGenerationServedBeforeItsRunCountsInItsRun) {
+  make(
+      "    policies:\n      - max_requests: {limit: 10, scope: process}\n"
+      "      - max_requests: {limit: 1000}\n");
+  start(0, 1, 100);
+  controller->requests(0, 101, 4);
+  controller->next_requests(0, 2, 201, 7);
+  controller->next_requests(0, 2, 202, 12);
+  take();
+  EXPECT_EQ(controller->requests_served(0), 4u) << "not the run being replaced";
+  EXPECT_TRUE(all<SignalProcess>().empty()) << "nor its limits";
+  EXPECT_EQ(controller->requests_counted(), 23u) << "the program's total counts them all";
+  start(0, 2, 200);  // READY=1: generation 2's run
+  EXPECT_EQ(controller->requests_served(0), 19u);
+  policies::Sample s = sample();
+  s.processes = {process(200, 1, true), process(201, 1), process(202, 1)};
+  std::vector<pid_t> listed{200, 201, 202};
+  controller->prepare(0, s, &listed);
+  EXPECT_EQ(s.processes[1].requests, 7u);
+  EXPECT_EQ(s.processes[2].requests, 12u);
+  sampled(s);
+  auto signals = all<SignalProcess>();
+  ASSERT_EQ(signals.size(), 1u) << "202 is past its limit, counted from its first request";
+  EXPECT_EQ(signals[0].pid, 202);
+  controller->requests(0, 201, 2);
+  take();
+  EXPECT_FALSE(controller->answer(0, 201).requests_seen) << "7 + 2 of 10";
+  controller->requests(0, 201, 1);
+  take();
+  EXPECT_EQ(all<SignalProcess>().size(), 2u);
+}
+
+TEST_F(ControllerTest, CountsOfANextGenerationThatNeverRanAreNotAnothersStart) {
+  make("    policies:\n      - max_requests: {limit: 1000}\n");
+  start(0, 1, 100);
+  controller->next_requests(0, 2, 201, 50);  // generation 2 failed to become ready
+  controller->next_requests(0, 3, 301, 5);   // the surge tried again
+  start(0, 3, 300);
+  EXPECT_EQ(controller->requests_served(0), 5u);
+  controller->next_requests(0, 4, 401, 9);
+  controller->run_ended(0, RunEnd::Stopping);  // a plain restart instead
+  start(0, 5, 500);
+  EXPECT_EQ(controller->requests_served(0), 0u);
+}
+
+// The generation a surge replaced stops beside the new one: what it reports
+// counts nowhere, and a process of it waiting at its limit hears once that it
+// may go on.
+TEST_F(ControllerTest, AProcessOfTheRetiringGenerationHearsOnceAndCountsNowhere) {
+  make("    policies:\n      - max_requests: {limit: 10, scope: process}\n");
+  start(0, 2, 200);
+  notify::Answer a = controller->retiring_report(0, 101, 10);
+  EXPECT_EQ(a.requests_seen, 10u);
+  EXPECT_FALSE(a.request_limit);
+  EXPECT_FALSE(controller->retiring_report(0, 101, 1)) << "once a process";
+  EXPECT_EQ(controller->requests_served(0), 0u);
+  EXPECT_TRUE(controller->retiring_report(0, 102, 3));
+  start(0, 3, 300);  // the next surge's switch: a new generation retires
+  EXPECT_TRUE(controller->retiring_report(0, 101, 1));
+}
+
+// A process signalled in a run that a surge ended before the process exited:
+// its line gives what it served in that run, not 0 from the new one.
+TEST_F(ControllerTest, AProcessThatOutlivesItsRunIsLoggedWithItsCountAtTheSignal) {
+  make("    policies:\n      - max_requests: {limit: 10, scope: process}\n");
+  start(0, 1, 100);
+  controller->requests(0, 101, 10);
+  take();
+  ASSERT_EQ(all<SignalProcess>().size(), 1u);
+  controller->process_signalled(0, 101, Signalled::Sent);
+  start(0, 2, 200);
+  controller->process_exited(0, 101);
+  take();
+  EXPECT_TRUE(logged("app[0] pid 101 exited after its recycle: 10 requests served"));
+}
+
 TEST_F(ControllerTest, OnlyProcessScopeLimitsAreTold) {
   for (const char* policy : {"max_requests: {limit: 10}", "max_lifetime: {after: 1h}"}) {
     make(std::string("    policies:\n      - ") + policy + "\n");
