@@ -274,8 +274,13 @@ TEST(Hardening, AFloodOfForeignNotifyDatagramsDoesNotDelayTheMemoryPolicy) {
   EXPECT_EQ(r.exit_code(20s), 0);
   EXPECT_GE(neighbour_recycles_in_time(r), 3u);
   EXPECT_EQ(r.count("idle[0] recycle"), 0u) << "a stranger's requests are not counted";
-  EXPECT_EQ(r.count("notify socket of idle: ignored a message from pid"), 1u)
-      << "one warning for the whole flood (rate-limited)";
+  // Rate-limited: one warning, then at most one more every 10 s the flood
+  // went on (here it lasts until the neighbour's fourth generation: 30 s and
+  // more on a slow machine); its last datagrams are read within a second.
+  size_t warnings = r.count("notify socket of idle: ignored a message from pid");
+  EXPECT_GE(warnings, 1u);
+  EXPECT_LE(warnings, 1u + static_cast<size_t>((seconds + 1.0) / 10.0))
+      << "warnings in a flood of " << seconds << " s";
 }
 
 // Defect 5: with requests.pattern and a (?<pid>...) group, every new number
