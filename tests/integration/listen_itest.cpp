@@ -185,9 +185,12 @@ TEST(Listen, WhatTheNextGenerationServesBeforeItIsReadyCountsInItsRun) {
     auto it = served.find(pid);
     if (it == served.end()) continue;
     ++compared;
-    // Its last reports may still be on their way when its exit is seen.
+    // Not exact: it serves on until its SIGTERM handler runs, and its last
+    // reports may still be on their way when its exit is seen (a few requests
+    // each on a slow machine). What a lost count leaves is hundreds: all it
+    // served before its generation was ready (2,000 and more here).
     EXPECT_LE(n, it->second) << "pid " << pid;
-    EXPECT_LE(it->second, n + 5) << "pid " << pid << " served more than recycler counted";
+    EXPECT_LE(it->second, n + 25) << "pid " << pid << " served more than recycler counted";
   }
   EXPECT_GE(compared, 4u) << out;
 }
