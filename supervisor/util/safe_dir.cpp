@@ -36,23 +36,38 @@ std::string mode_text(mode_t mode) {
   return fmt::format("{:04o}", mode & 07777);
 }
 
+// What the directory at the end of a walk must be: recycler's own (a place
+// it writes to), or only as trusted as those on the way (a place it loads
+// code from: root's /usr/lib).
+enum class Last { Private, Trusted };
+
 // The rules of the header: `last` is the directory asked for, the others are
 // on the way to it.
-std::optional<std::string> untrusted_dir(const struct stat& st, bool last) {
+std::optional<std::string> untrusted_dir(const struct stat& st, bool last, Last rule,
+                                         Shared shared) {
   uid_t me = ::geteuid();
-  if (last ? st.st_uid != me : st.st_uid != 0 && st.st_uid != me)
+  bool private_last = last && rule == Last::Private;
+  if (private_last ? st.st_uid != me : st.st_uid != 0 && st.st_uid != me)
     return fmt::format("owned by uid {}, not by {}", st.st_uid,
-                       last ? fmt::format("recycler's user (uid {})", me)
-                            : fmt::format("root or recycler's user (uid {})", me));
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+                       private_last ? fmt::format("recycler's user (uid {})", me)
+                                    : fmt::format("root or recycler's user (uid {})", me));
+  bool others_write = st.st_mode & (S_IWGRP | S_IWOTH);
+  if (others_write && last && shared == Shared::Never)
+    return fmt::format(
+        "writable by other users (mode {}): any of them could take a name there "
+        "first",
+        mode_text(st.st_mode));
+  if (others_write && !(st.st_mode & S_ISVTX))
     return fmt::format("writable by other users (mode {}) without the sticky bit",
                        mode_text(st.st_mode));
   return std::nullopt;
 }
 
-}  // namespace
-
-Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode) {
+// Walks `path` from / (or the working directory) to the directory it names,
+// checking each one and following only trusted symlinks; creates what is
+// missing with `create_mode` when given. `refusing` ends each refusal.
+Result<UniqueFd> walk_to_dir(const std::string& path, std::optional<mode_t> create_mode, Last rule,
+                             Shared shared, const char* refusing) {
   if (path.empty()) return Error{"empty directory path", EINVAL};
   std::deque<std::string> todo = components(path);
   std::string shown = path[0] == '/' ? "/" : ".";
@@ -61,8 +76,8 @@ Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode) {
   auto check = [&](int fd, bool last) -> Status {
     struct stat st {};
     if (::fstat(fd, &st) != 0) return errno_error(shown);
-    if (auto why = untrusted_dir(st, last))
-      return Error{shown + ": " + *why + "; refusing to write there", EPERM};
+    if (auto why = untrusted_dir(st, last, rule, shared))
+      return Error{shown + ": " + *why + "; " + refusing, EPERM};
     return Ok{};
   };
   if (Status s = check(dir.get(), todo.empty()); !s) return s.error();
@@ -74,8 +89,8 @@ Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode) {
     std::string next_shown = join(shown, name);
     struct stat st {};
     if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno != ENOENT) return errno_error(next_shown);
-      if (::mkdirat(dir.get(), name.c_str(), create_mode) != 0 && errno != EEXIST)
+      if (errno != ENOENT || !create_mode) return errno_error(next_shown);
+      if (::mkdirat(dir.get(), name.c_str(), *create_mode) != 0 && errno != EEXIST)
         return errno_error("mkdir " + next_shown);
       todo.push_front(std::move(name));  // look again at what is there now
       continue;
@@ -83,8 +98,8 @@ Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode) {
     if (S_ISLNK(st.st_mode)) {
       if (st.st_uid != 0 && st.st_uid != ::geteuid())
         return Error{fmt::format("{}: a symlink owned by uid {} (only root's and recycler's own "
-                                 "are followed); refusing to write there",
-                                 next_shown, st.st_uid),
+                                 "are followed); {}",
+                                 next_shown, st.st_uid, refusing),
                      EPERM};
       if (++symlinks > kMaxSymlinks) return errno_error(next_shown, ELOOP);
       char target[4096];
@@ -108,6 +123,58 @@ Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode) {
     dir = std::move(next);
   }
   return dir;
+}
+
+}  // namespace
+
+Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode, Shared shared) {
+  return walk_to_dir(path, create_mode, Last::Private, shared, "refusing to write there");
+}
+
+Result<UniqueFd> open_trusted_file(const std::string& path) {
+  constexpr const char* kRefusing = "refusing to load from there";
+  std::string at = path;
+  for (int symlinks = 0;;) {
+    size_t slash = at.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : at.substr(0, slash);
+    std::string name = at.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (name.empty() || name == "." || name == "..") return Error{at + ": not a file", EINVAL};
+    auto dirfd = walk_to_dir(dir, std::nullopt, Last::Trusted, Shared::Sticky, kRefusing);
+    // Missing: said of the file asked for, not of the first directory missing.
+    if (!dirfd) return dirfd.error().code == ENOENT ? errno_error(path, ENOENT) : dirfd.error();
+    struct stat st {};
+    if (::fstatat(dirfd->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return errno_error(path);
+    if (S_ISLNK(st.st_mode)) {  // libnvidia-ml.so.1 -> libnvidia-ml.so.535.54.03
+      if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        return Error{fmt::format("{}: a symlink owned by uid {} (only root's and recycler's own "
+                                 "are followed); {}",
+                                 at, st.st_uid, kRefusing),
+                     EPERM};
+      if (++symlinks > kMaxSymlinks) return errno_error(at, ELOOP);
+      char target[4096];
+      ssize_t n = ::readlinkat(dirfd->get(), name.c_str(), target, sizeof target - 1);
+      if (n < 0) return errno_error(at);
+      std::string to(target, static_cast<size_t>(n));
+      at = !to.empty() && to[0] == '/' ? to : join(dir, to);
+      continue;
+    }
+    UniqueFd fd(::openat(dirfd->get(), name.c_str(),
+                         O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    if (!fd) return errno_error(at);
+    if (::fstat(fd.get(), &st) != 0) return errno_error(at);
+    if (!S_ISREG(st.st_mode)) return Error{at + ": not a regular file; refusing it", EPERM};
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+      return Error{fmt::format("{}: owned by uid {}, not by root or recycler's user (uid {}); "
+                               "refusing to load it",
+                               at, st.st_uid, ::geteuid()),
+                   EPERM};
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+      return Error{fmt::format("{}: writable by other users (mode {}); refusing to load it", at,
+                               mode_text(st.st_mode)),
+                   EPERM};
+    return fd;
+  }
 }
 
 Result<UniqueFd> open_private_file(int dirfd, const std::string& name, int flags, mode_t mode) {

@@ -15,7 +15,8 @@
 // - a symlink on the way is followed only when it belongs to root or to
 //   recycler's user (in a sticky /tmp anyone may plant one);
 // - the directory itself must belong to recycler's user, and be writable by
-//   group or others only with the sticky bit;
+//   group or others only with the sticky bit (Shared::Sticky) or not at all
+//   (Shared::Never);
 // - a file must be a regular file of recycler's user with a single link (a
 //   hard link to /etc/shadow is refused), and is never opened through a
 //   symlink (O_NOFOLLOW).
@@ -30,10 +31,24 @@
 
 namespace recycler {
 
+// Whether the directory asked for may be one that others can write to with
+// the sticky bit (/tmp). Fine for files, which recycler creates or refuses
+// by their owner; not for a socket's name, which anyone could bind first.
+enum class Shared { Sticky, Never };
+
 // Opens `path` (absolute, or relative to the working directory) as an
 // O_PATH | O_DIRECTORY fd (for the *at() calls), creating it and its missing parents with
 // `create_mode` (before the umask). The error says which component broke which rule.
-Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode);
+Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode,
+                                  Shared shared = Shared::Sticky);
+
+// Opens `path`, a file recycler loads code from (a library it dlopens or has
+// a worker preload), read-only, when no other user could have changed it:
+// the file and every directory on the way belong to root or recycler's user
+// and are writable by nobody else (a directory on the way only with the
+// sticky bit), and only their symlinks are followed (the file's own
+// included). The error names the component and the rule it broke.
+Result<UniqueFd> open_trusted_file(const std::string& path);
 
 // Opens `name` (one path component) in `dirfd` with `flags` (O_WRONLY,
 // O_APPEND, O_CREAT...; O_NOFOLLOW, O_CLOEXEC, O_NOCTTY are added, O_TRUNC

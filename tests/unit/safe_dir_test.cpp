@@ -198,5 +198,77 @@ TEST_F(SafeDir, AFileOfAnotherUserIsRefused) {
             "f.csv: owned by uid 65534, not by recycler's user (uid 0); refusing it");
 }
 
+// A socket's directory: a sticky /tmp lets anyone bind the name first.
+TEST_F(SafeDir, ASocketsDirectoryMayNotBeWritableByOthersEvenWithTheStickyBit) {
+  std::string sticky = mkdir("sticky", 01777);
+  auto refused = open_private_dir(sticky, 0755, Shared::Never);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, sticky +
+                                         ": writable by other users (mode 1777): any of them "
+                                         "could take a name there first; refusing to write there");
+  EXPECT_TRUE(open_private_dir(sticky, 0755).ok()) << "fine for files recycler checks itself";
+  EXPECT_TRUE(open_private_dir(sticky + "/mine", 0755, Shared::Never).ok())
+      << "a private directory under it is fine";
+}
+
+std::string write_file(const std::string& path, mode_t mode) {
+  std::ofstream(path) << "\x7f"
+                         "ELF";
+  EXPECT_EQ(::chmod(path.c_str(), mode), 0);
+  return path;
+}
+
+TEST_F(SafeDir, ATrustedFileIsOpenedReadOnlyThroughTrustedSymlinks) {
+  std::string lib = mkdir("lib", 0755);
+  write_file(lib + "/libx.so.1.2", 0644);
+  fs::create_symlink("libx.so.1.2", lib + "/libx.so.1");
+  fs::create_symlink(lib, tmp_ + "/alias");
+  auto fd = open_trusted_file(tmp_ + "/alias/libx.so.1");
+  ASSERT_TRUE(fd.ok()) << fd.error().message;
+  char buf[4] = {};
+  EXPECT_EQ(::read(fd->get(), buf, 4), 4);
+  EXPECT_EQ(std::string(buf, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_FALSE(open_trusted_file(lib + "/missing.so").ok());
+}
+
+TEST_F(SafeDir, AFileOthersCanWriteIsNotTrustedNorIsItsDirectory) {
+  std::string lib = mkdir("lib", 0755);
+  write_file(lib + "/open.so", 0666);
+  auto file = open_trusted_file(lib + "/open.so");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().message,
+            lib + "/open.so: writable by other users (mode 0666); refusing to load it");
+
+  std::string open = mkdir("open", 0777);
+  write_file(open + "/lib.so", 0644);
+  auto dir = open_trusted_file(open + "/lib.so");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().message, open +
+                                     ": writable by other users (mode 0777) without the sticky "
+                                     "bit; refusing to load from there");
+}
+
+TEST_F(SafeDir, AFileOrSymlinkOfAnotherUserIsNotTrusted) {
+  REQUIRE_ROOT();
+  std::string lib = mkdir("lib", 0755);
+  write_file(lib + "/theirs.so", 0644);
+  ASSERT_EQ(::chown((lib + "/theirs.so").c_str(), kNobody, kNobody), 0);
+  auto file = open_trusted_file(lib + "/theirs.so");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.error().message, lib +
+                                      "/theirs.so: owned by uid 65534, not by root or recycler's "
+                                      "user (uid 0); refusing to load it");
+
+  write_file(lib + "/mine.so", 0644);
+  std::string sticky = mkdir("tmp", 01777);
+  fs::create_symlink(lib + "/mine.so", sticky + "/planted.so");
+  ASSERT_EQ(::lchown((sticky + "/planted.so").c_str(), kNobody, kNobody), 0);
+  auto link = open_trusted_file(sticky + "/planted.so");
+  ASSERT_FALSE(link.ok());
+  EXPECT_THAT(link.error().message, HasSubstr("planted.so: a symlink owned by uid 65534"));
+}
+
 }  // namespace
 }  // namespace recycler
