@@ -72,9 +72,25 @@ Result<Target> parse_target(std::string_view text) {
 Result<Request> parse_request(std::string_view line) {
   if (line.size() > kMaxRequestBytes)
     return Error{"request too long (at most " + std::to_string(kMaxRequestBytes) + " bytes)"};
-  Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  // A key said twice (nlohmann keeps the last) is refused: what recycler
+  // reads must be what a log or a proxy in front of it reads too.
+  std::vector<std::vector<std::string>> seen;  // the keys of each object open
+  std::string twice;
+  auto keys = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) seen.emplace_back();
+    if (event == Json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
+    if (event == Json::parse_event_t::key && !seen.empty() && parsed.is_string()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      auto& in = seen.back();
+      if (twice.empty() && std::find(in.begin(), in.end(), key) != in.end()) twice = key;
+      in.push_back(key);
+    }
+    return true;
+  };
+  Json j = Json::parse(line.begin(), line.end(), keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{"not JSON: expected one JSON object per line"};
   if (!j.is_object()) return Error{"not a JSON object: expected {\"command\": ...}"};
+  if (!twice.empty()) return Error{"key " + shown(twice) + " given twice"};
   for (const auto& [key, value] : j.items())
     if (std::find(std::begin(kRequestKeys), std::end(kRequestKeys), key) == std::end(kRequestKeys))
       return Error{"unknown key " + shown(key)};

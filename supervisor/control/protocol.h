@@ -26,6 +26,7 @@ using Json = nlohmann::json;
 constexpr size_t kMaxRequestBytes = 64 * 1024;         // one request line, newline excluded
 constexpr size_t kMaxClients = 64;                     // connections at once
 constexpr size_t kMaxPendingOutput = 8 * 1024 * 1024;  // unread output of one client
+constexpr size_t kMaxTotalPendingOutput = 32 << 20;    // all clients' unread output
 constexpr size_t kEventRingSize = 1000;                // recent events kept for `events`
 constexpr size_t kMaxTargets = 4096;                   // programs or slots named in one request
 

@@ -13,53 +13,40 @@
 
 #include "supervisor/log.h"
 #include "supervisor/util/safe_dir.h"
+#include "supervisor/util/unix_socket.h"
 
 namespace recycler::control {
 namespace {
 
 constexpr int kBacklog = 64;
-constexpr size_t kReadChunk = 16 * 1024;
 constexpr int kMaxPeerGroups = 256;
-
-// A unix address naming `name` in the directory `dirfd` through /proc, so
-// that the path is resolved from the checked directory and not walked again.
-std::optional<sockaddr_un> address_at(int dirfd, const std::string& name, socklen_t* len) {
-  std::string via = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
-  sockaddr_un a{};
-  if (via.size() >= sizeof(a.sun_path)) return std::nullopt;
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, via.data(), via.size());
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + via.size() + 1);
-  return a;
-}
-
-// Whether a recycler listens on the socket `name` in `dirfd` (it accepts a
-// connection, or its backlog is full).
-bool answers(int dirfd, const std::string& name) {
-  socklen_t len = 0;
-  auto a = address_at(dirfd, name, &len);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!a || !fd) return false;
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*a), len) == 0) return true;
-  return errno == EAGAIN || errno == EINPROGRESS;
-}
 
 }  // namespace
 
 struct Server::Client {
   Server* server = nullptr;
-  uint64_t id = 0;
+  uint64_t id = 0;  // grows with each connection: a smaller one is older
   UniqueFd fd;
   uv::Handle<uv_poll_t> poll;  // after fd: closed first
   std::string in;
   std::string out;
   size_t out_offset = 0;
   bool following = false;
-  bool closing = false;  // close once the output is written
-  TimePoint partial_since{};
+  bool awaiting_reload = false;  // its reload's answer is coming (run_reload)
+  bool lines_ready = false;      // `in` holds a whole request not handled yet
+  bool eof = false;              // the client has shut down its side (read to the end)
+  bool hangup = false;           // it has, and recycler has not read to the end yet
+  bool closing = false;          // close once the output is written
+  TimePoint partial_since{};     // the first byte of the request in `in`
   TimePoint last_progress{};
   std::unique_ptr<Timer> deadline;
   int events = 0;  // polled for
+
+  size_t unsent() const { return out.size() - out_offset; }
+  // Whether its next request may be handled now: its last answer is out.
+  bool ready() const { return !closing && !following && !awaiting_reload && unsent() == 0; }
+  // Neither a request nor an answer in flight: evicting it loses nothing.
+  bool idle() const { return !following && !awaiting_reload && !lines_ready && unsent() == 0; }
 };
 
 Result<std::unique_ptr<Server>> Server::open(uv_loop_t* loop, Timers& timers, ServerOptions options,
@@ -71,19 +58,19 @@ Result<std::unique_ptr<Server>> Server::open(uv_loop_t* loop, Timers& timers, Se
   s->name_ = path.substr(slash == std::string::npos ? 0 : slash + 1);
   if (s->name_.empty() || s->name_ == "." || s->name_ == "..")
     return Error{"control socket " + path + ": not a file name"};
-  auto opened = open_private_dir(dir, 0755);
+  auto opened = open_private_dir(dir, 0755, Shared::Never);
   if (!opened) return Error{"control socket " + path + ": " + opened.error().message};
   s->dir_ = std::move(*opened);
   int dirfd = s->dir_.get();
   socklen_t len = 0;
-  auto address = address_at(dirfd, s->name_, &len);
+  auto address = unix_address_at(dirfd, s->name_, &len);
   if (!address) return Error{"control socket " + path + ": name too long"};
 
   struct stat st {};
   if (::fstatat(dirfd, s->name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(st.st_mode))
       return Error{"control socket " + path + " exists and is not a socket; remove it"};
-    if (answers(dirfd, s->name_))
+    if (unix_socket_answers(dirfd, s->name_))
       return Error{"another recycler is running this config: its control socket " + path +
                        " answers (set control.socket to run a second one)",
                    EADDRINUSE};
@@ -111,6 +98,10 @@ Result<std::unique_ptr<Server>> Server::open(uv_loop_t* loop, Timers& timers, Se
       });
   if (!poll) return Error{"control socket: " + poll.error().message};
   s->listen_poll_ = std::move(*poll);
+  auto* idle = new uv_idle_t;
+  uv_idle_init(loop, idle);
+  idle->data = s.get();
+  s->idle_ = uv::Handle<uv_idle_t>(idle);
   return s;
 }
 
@@ -118,6 +109,8 @@ Server::Server(uv_loop_t* loop, Timers& timers, ServerOptions options, Handler h
     : loop_(loop), timers_(timers), options_(std::move(options)), handler_(std::move(handler)) {}
 
 Server::~Server() {
+  reload_timer_.reset();
+  idle_.reset();
   clients_.clear();
   listen_poll_.reset();
   listen_fd_.reset();
@@ -150,6 +143,18 @@ bool Server::admitted(int fd, std::string& why) const {
   return false;
 }
 
+// Who goes when every place is taken: the oldest client with nothing in
+// flight (idle, or still sending its request), else the oldest follower;
+// null when each one is being answered (those are bounded by kWriteTimeout).
+Server::Client* Server::evictable() const {
+  Client* follower = nullptr;
+  for (const auto& [id, c] : clients_) {
+    if (c->idle()) return c.get();
+    if (c->following && !follower) follower = c.get();
+  }
+  return follower;
+}
+
 void Server::on_accept() {
   for (;;) {
     UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
@@ -159,10 +164,13 @@ void Server::on_accept() {
       return;
     }
     std::string why;
-    if (clients_.size() >= kMaxClients)
-      why = "too many clients (at most " + std::to_string(kMaxClients) + ")";
-    else
-      admitted(fd.get(), why);
+    if (admitted(fd.get(), why) && clients_.size() >= kMaxClients) {
+      if (Client* old = evictable())
+        drop(*old, "a new client needed its place");
+      else
+        why = "too many clients (at most " + std::to_string(kMaxClients) +
+              ", each being answered); try again";
+    }
     if (!why.empty()) {
       // One try, never waiting: a refused client gets the reason if it reads.
       std::string line = error_line(why) + "\n";
@@ -175,17 +183,12 @@ void Server::on_accept() {
     c->id = next_id_++;
     c->fd = std::move(fd);
     c->last_progress = timers_.now();
-    auto poll = uv::poll(loop_, c->fd.get(), c.get(), UV_READABLE,
-                         [](uv_poll_t* h, int status, int events) {
-                           auto* client = static_cast<Client*>(h->data);
-                           if (!client) return;
-                           client->server->on_client(*client, status < 0 ? UV_DISCONNECT : events);
-                         });
+    auto poll = uv::poll(loop_, c->fd.get(), c.get());
     if (!poll) continue;
     c->poll = std::move(*poll);
-    c->events = UV_READABLE;
     Client& ref = *c;
     clients_.emplace(ref.id, std::move(c));
+    update_poll(ref);
     arm(ref);
   }
 }
@@ -196,45 +199,68 @@ void Server::on_client(Client& c, int events) {
     flush(c);
     if (!clients_.count(id)) return;
   }
-  if (events & (UV_READABLE | UV_DISCONNECT)) read_from(c);
+  if (events & UV_READABLE) return read_from(c);
+  if (events & UV_DISCONNECT) {
+    // It shut down its side while recycler does not read from it (an answer
+    // unsent): what it sent before is read in its turn, as is the end.
+    c.hangup = true;
+    settle(c);
+  }
 }
 
+// One read a turn, however much the client has sent: the rest waits in the
+// socket (and the loop turns) until these requests are answered.
 void Server::read_from(Client& c) {
-  uint64_t id = c.id;
   char buf[kReadChunk];
-  for (;;) {
-    ssize_t n = ::read(c.fd.get(), buf, sizeof(buf));
-    if (n == 0) return drop(c, nullptr);  // the client is done
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return drop(c, nullptr);
-    }
-    if (c.closing || c.following) continue;  // what a follower says is not read
-    if (c.in.empty()) c.partial_since = timers_.now();
-    c.in.append(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = c.in.find('\n', start)) != std::string::npos; start = nl + 1) {
-      handle_line(c, std::string_view(c.in).substr(start, nl - start));
-      if (!clients_.count(id)) return;
-      if (c.closing || c.following) {
-        start = c.in.size();
-        break;
-      }
-    }
-    c.in.erase(0, start);
-    if (!c.in.empty()) c.partial_since = timers_.now();
-    if (c.in.size() > kMaxRequestBytes) {
-      c.in.clear();
-      send(c, error_line("request too long (at most " + std::to_string(kMaxRequestBytes) +
-                         " bytes per line)"));
-      if (!clients_.count(id)) return;
-      c.closing = true;
-      flush(c);
-      return;
-    }
+  ssize_t n;
+  do {
+    n = ::read(c.fd.get(), buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) drop(c, nullptr);
+    return;
   }
-  arm(c);
+  if (n == 0) {  // the client is done sending: answer what it asked, then close
+    c.eof = true;
+    return serve(c);
+  }
+  if (c.following) return drop(c, "a follower sent data");
+  if (c.closing) return;  // its connection ends once the error line is out
+  if (c.in.empty()) c.partial_since = timers_.now();
+  c.in.append(buf, static_cast<size_t>(n));
+  serve(c);
+}
+
+// Handles the client's next requests: at most kRequestsPerTurn, and only
+// while each answer went out whole; the rest waits for the next turn (or
+// for the client to read).
+void Server::serve(Client& c) {
+  uint64_t id = c.id;
+  size_t start = 0;
+  for (int budget = kRequestsPerTurn; budget > 0 && c.ready(); --budget) {
+    size_t nl = c.in.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string_view line = std::string_view(c.in).substr(start, nl - start);
+    start = nl + 1;
+    handle_line(c, line);  // the view is not used past this: it may drop the client
+    if (!clients_.count(id)) return;
+  }
+  if (c.following) {
+    c.in.clear();  // a follower's connection carries nothing more
+  } else if (start > 0) {
+    c.in.erase(0, start);
+    c.partial_since = timers_.now();  // what is left was sent since
+  }
+  c.lines_ready = c.in.find('\n') != std::string::npos;
+  if (!c.lines_ready && c.in.size() > kMaxRequestBytes) {
+    c.in.clear();
+    send(c, error_line("request too long (at most " + std::to_string(kMaxRequestBytes) +
+                       " bytes per line)"));
+    if (!clients_.count(id)) return;
+    c.closing = true;
+  }
+  if (c.lines_ready && c.ready()) later(c);
+  settle(c);
 }
 
 void Server::handle_line(Client& c, std::string_view line) {
@@ -246,41 +272,100 @@ void Server::handle_line(Client& c, std::string_view line) {
     send(c, error_line(request.error().message));
     return;
   }
-  if (request->command == Command::Events) {
-    std::string out = "{\"ok\":true,\"events\":[";
-    bool first = true;
-    for (const std::string& e : ring_.lines()) {
-      if (!first) out += ',';
-      out += e;
-      first = false;
-    }
-    out += "]}";
-    c.following = request->follow;
-    send(c, std::move(out));
-    return;
+  switch (request->command) {
+    case Command::Events:
+      return answer_events(c, request->follow);
+    case Command::Reload:
+      return ask_reload(c);
+    default:
+      return send(c, handler_(*request));
   }
-  send(c, handler_(*request));
+}
+
+void Server::answer_events(Client& c, bool follow) {
+  std::string out = "{\"ok\":true,\"events\":[";
+  bool first = true;
+  for (const std::string& e : ring_.lines()) {
+    if (!first) out += ',';
+    out += e;
+    first = false;
+  }
+  out += "]}";
+  c.following = follow;
+  send(c, std::move(out));
+}
+
+// A reload reads and compiles the config and may restart programs: clients
+// that ask while one waits share its answer, and one runs at most every
+// kReloadInterval, however many clients ask how often.
+void Server::ask_reload(Client& c) {
+  c.awaiting_reload = true;
+  reload_waiters_.push_back(c.id);
+  if (reload_timer_) return;
+  TimePoint now = timers_.now();
+  Duration delay{0};
+  if (last_reload_ && *last_reload_ + kReloadInterval > now)
+    delay = std::chrono::ceil<Duration>(*last_reload_ + kReloadInterval - now);
+  reload_timer_ = timers_.after(delay, [this] { run_reload(); });
+}
+
+void Server::run_reload() {
+  reload_timer_.reset();
+  std::vector<uint64_t> waiters = std::move(reload_waiters_);
+  reload_waiters_.clear();
+  Request request;
+  request.command = Command::Reload;
+  std::string answer = handler_(request);
+  last_reload_ = timers_.now();
+  for (uint64_t id : waiters) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) continue;
+    Client& c = *it->second;
+    c.awaiting_reload = false;
+    send(c, answer);
+    if (clients_.count(id)) serve(c);
+  }
+}
+
+// The client's requests go on in the next turn of the loop.
+void Server::later(Client& c) {
+  if (std::find(next_turn_.begin(), next_turn_.end(), c.id) != next_turn_.end()) return;
+  next_turn_.push_back(c.id);
+  uv_idle_start(idle_.get(), [](uv_idle_t* h) {
+    if (auto* self = static_cast<Server*>(h->data)) self->on_idle();
+  });
+}
+
+void Server::on_idle() {
+  std::vector<uint64_t> turn = std::move(next_turn_);
+  next_turn_.clear();
+  for (uint64_t id : turn)
+    if (auto it = clients_.find(id); it != clients_.end()) serve(*it->second);
+  if (next_turn_.empty()) uv_idle_stop(idle_.get());
 }
 
 void Server::publish(std::string line) {
-  for (auto it = clients_.begin(); it != clients_.end();) {
-    Client& c = *(it++)->second;  // send() may drop it
-    if (c.following && !c.closing) send(c, line);
-  }
+  std::vector<uint64_t> followers;
+  for (const auto& [id, c] : clients_)
+    if (c->following && !c->closing) followers.push_back(id);
+  for (uint64_t id : followers)  // send() may drop any client
+    if (auto it = clients_.find(id); it != clients_.end()) send(*it->second, line);
   ring_.push(std::move(line));
 }
 
 void Server::send(Client& c, std::string line) {
-  if (c.out.size() - c.out_offset + line.size() + 1 > kMaxPendingOutput)
+  if (c.unsent() + line.size() + 1 > kMaxPendingOutput)
     return drop(c, "its unread output passed the limit");
-  if (c.out_offset == c.out.size()) {
+  if (c.unsent() == 0) {
     c.out.clear();
     c.out_offset = 0;
     c.last_progress = timers_.now();
   }
   c.out += line;
   c.out += '\n';
+  uint64_t id = c.id;
   flush(c);
+  if (clients_.count(id) && c.unsent() > 0) cap_total_output();
 }
 
 void Server::flush(Client& c) {
@@ -295,36 +380,71 @@ void Server::flush(Client& c) {
     c.out_offset += static_cast<size_t>(n);
     c.last_progress = timers_.now();
   }
-  if (c.out_offset == c.out.size()) {
+  if (c.unsent() == 0) {
     c.out.clear();
     c.out_offset = 0;
-    if (c.closing) return drop(c, nullptr);
+    if (c.lines_ready && c.ready()) later(c);
   } else if (c.out_offset > (1u << 20)) {  // keep the buffer from growing at its front
     c.out.erase(0, c.out_offset);
     c.out_offset = 0;
   }
+  settle(c);
+}
+
+// All clients' unsent output together stays under kMaxTotalPendingOutput:
+// past it, whoever holds the most (the slowest reader) goes.
+void Server::cap_total_output() {
+  for (;;) {
+    size_t total = 0;
+    Client* largest = nullptr;
+    for (const auto& [id, c] : clients_) {
+      total += c->unsent();
+      if (!largest || c->unsent() > largest->unsent()) largest = c.get();
+    }
+    if (total <= kMaxTotalPendingOutput || !largest) return;
+    drop(*largest, "the unread output of all clients passed its limit, and its share was largest");
+  }
+}
+
+// After anything happened to a client: closed if it is done, else polled
+// and timed for what it waits on.
+void Server::settle(Client& c) {
+  bool done_sending = c.eof && !c.lines_ready && !c.awaiting_reload;
+  if ((c.closing || done_sending) && c.unsent() == 0) return drop(c, nullptr);
   update_poll(c);
   arm(c);
 }
 
+// Readable only while its next request may be handled (or, for a follower,
+// to notice that it sends anything); writable while output waits.
 void Server::update_poll(Client& c) {
-  int events = (c.closing ? 0 : UV_READABLE) | UV_DISCONNECT |
-               (c.out_offset < c.out.size() ? UV_WRITABLE : 0);
+  bool reading = !c.eof && !c.closing &&
+                 (c.following || (c.ready() && !c.lines_ready && c.in.size() <= kMaxRequestBytes));
+  int events = (reading ? UV_READABLE : 0) | (c.eof || c.hangup ? 0 : UV_DISCONNECT) |
+               (c.unsent() > 0 ? UV_WRITABLE : 0);
   if (events == c.events) return;
   c.events = events;
+  if (events == 0) {
+    uv_poll_stop(c.poll.get());
+    return;
+  }
   uv_poll_start(c.poll.get(), events, [](uv_poll_t* h, int status, int ev) {
     auto* client = static_cast<Client*>(h->data);
     if (!client) return;
-    client->server->on_client(*client, status < 0 ? UV_DISCONNECT : ev);
+    if (status < 0) return client->server->drop(*client, nullptr);
+    client->server->on_client(*client, ev);
   });
 }
 
 // One deadline per client, whichever applies: its output must make progress,
-// a request begun must end, an idle connection (not following) goes.
+// a request begun must end, an idle connection (not following) goes. A
+// client waiting for its reload or for its turn has none: the server owes it.
 void Server::arm(Client& c) {
   std::optional<TimePoint> at;
-  if (c.out_offset < c.out.size())
+  if (c.unsent() > 0)
     at = c.last_progress + kWriteTimeout;
+  else if (c.awaiting_reload || c.lines_ready)
+    at = std::nullopt;
   else if (!c.in.empty())
     at = c.partial_since + kRequestTimeout;
   else if (!c.following)
@@ -340,7 +460,7 @@ void Server::arm(Client& c) {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
     Client& client = *it->second;
-    if (client.out_offset < client.out.size())
+    if (client.unsent() > 0)
       drop(client, "it does not read its output");
     else if (!client.in.empty())
       drop(client, "its request did not end in time");

@@ -2,23 +2,39 @@
 // supervisor's loop, one JSON request per line in, one JSON response per line
 // out, and the live events for `events --follow`.
 //
-// recycler runs as root over clients it does not trust, so:
+// recycler runs as root over clients it does not trust, and supervision
+// (sampling, deciding, stopping) must never wait on one, so:
 //   - who: the peer's credentials (SO_PEERCRED, SO_PEERGROUPS) must be root,
 //     recycler's own user, or a member of control.group when one is set;
 //     anyone else gets one error line and is closed. The socket file is
 //     owner-only (0600) unless the config opens it to that group.
-//   - how much: a request line is at most kMaxRequestBytes; at most
-//     kMaxClients connections; a client whose unread output passes
-//     kMaxPendingOutput is dropped (a follower that does not read included).
+//   - how much per turn of the loop: one read (kReadChunk) and at most
+//     kRequestsPerTurn requests per client; what is left waits for the next
+//     turn (an idle handle), after every other client, timer and event.
+//   - how much held: a request line is at most kMaxRequestBytes; a client's
+//     next request is not read while its last answer is unsent (a client
+//     that pipelines and does not read holds one answer, not thousands); a
+//     follower whose unread events pass kMaxPendingOutput is dropped, and
+//     when all clients' unsent output passes kMaxTotalPendingOutput, the one
+//     with the most is dropped.
+//   - how many: at most kMaxClients connections; a newcomer past that evicts
+//     the oldest idle or half-sent one, else the oldest follower; only when
+//     every client is being answered is it refused (one error line).
 //   - how long: a request must be complete kRequestTimeout after its first
-//     byte; output must make progress within kWriteTimeout; an idle
-//     connection (not following) is closed after kIdleTimeout.
+//     byte (more bytes do not extend it); output must make progress within
+//     kWriteTimeout; an idle connection (not following) is closed after
+//     kIdleTimeout.
+//   - reloads coalesce: every reload asked while one waits gets that one's
+//     answer, and reloads run at most once per kReloadInterval.
+//   - followers only listen: one that sends anything is closed.
 //   - nothing blocks: every socket is non-blocking and watched by the loop.
-//   - bad input: not JSON, not an object, an unknown command: one error line,
-//     then the connection is closed.
-// The socket is created where util/safe_dir.h allows (its directory checked,
-// bound through the directory's fd); a stale socket of a recycler that is
-// gone is replaced, a live one (it accepts a connection) is an error.
+//   - bad input: not JSON, not an object, an unknown command or key, a key
+//     given twice: one error line, then the connection is closed.
+// The socket is created where util/safe_dir.h allows, in a directory that no
+// other user may write to (a sticky /tmp is refused: anyone could bind the
+// name first), bound through the directory's fd; a stale socket of a
+// recycler that is gone is replaced, a live one (it accepts a connection) is
+// an error.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "supervisor/control/protocol.h"
 #include "supervisor/timers.h"
@@ -66,6 +83,9 @@ class Server {
   static constexpr Duration kRequestTimeout{5000};
   static constexpr Duration kWriteTimeout{10000};
   static constexpr Duration kIdleTimeout{60000};
+  static constexpr Duration kReloadInterval{500};
+  static constexpr size_t kReadChunk = 16 * 1024;
+  static constexpr int kRequestsPerTurn = 4;
 
  private:
   struct Client;
@@ -73,11 +93,20 @@ class Server {
 
   void on_accept();
   bool admitted(int fd, std::string& why) const;
+  Client* evictable() const;
   void on_client(Client& c, int events);
   void read_from(Client& c);
+  void serve(Client& c);
   void handle_line(Client& c, std::string_view line);
+  void answer_events(Client& c, bool follow);
+  void ask_reload(Client& c);
+  void run_reload();
+  void later(Client& c);
+  void on_idle();
   void send(Client& c, std::string line);
   void flush(Client& c);
+  void cap_total_output();
+  void settle(Client& c);
   void arm(Client& c);
   void update_poll(Client& c);
   void drop(Client& c, const char* why);
@@ -93,7 +122,12 @@ class Server {
   uv::Handle<uv_poll_t> listen_poll_;  // after listen_fd_: closed first
   EventRing ring_;
   uint64_t next_id_ = 0;
-  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;  // by id: oldest first
+  std::vector<uint64_t> next_turn_;                      // clients with requests left
+  uv::Handle<uv_idle_t> idle_;                           // runs next_turn_
+  std::vector<uint64_t> reload_waiters_;                 // clients whose reload is coming
+  std::unique_ptr<Timer> reload_timer_;
+  std::optional<TimePoint> last_reload_;
 };
 
 }  // namespace recycler::control

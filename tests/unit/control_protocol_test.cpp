@@ -59,6 +59,20 @@ TEST(ControlProtocol, GarbageIsRefusedWithAReason) {
   EXPECT_THAT(error(std::string(kMaxRequestBytes + 1, ' ')), HasSubstr("too long"));
 }
 
+// What recycler acts on is what every other reader of the line sees: JSON
+// parsers differ on which of two equal keys wins, so neither does here.
+TEST(ControlProtocol, AKeyGivenTwiceIsRefused) {
+  auto r = parse_request(R"({"command":"status","command":"reload"})");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "key \"command\" given twice");
+  EXPECT_FALSE(parse_request(R"({"command":"stop","targets":["a"],"targets":["b"]})"));
+  // The same key in two objects is not a repeat (and here the nested one is
+  // refused as a target that is not a string).
+  auto nested = parse_request(R"({"command":"stop","targets":[{"command":1}]})");
+  ASSERT_FALSE(nested);
+  EXPECT_THAT(nested.error().message, HasSubstr("array of strings"));
+}
+
 TEST(ControlProtocol, AnErrorLineIsOneLineOfJsonWhateverTheText) {
   std::string line = error_line("bad\n\xff", {"c.yaml:3:5: error: x"});
   EXPECT_EQ(line.find('\n'), std::string::npos);
