@@ -5,17 +5,59 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "supervisor/gpu/nvml.h"
+#include "supervisor/util/safe_dir.h"
 
 namespace recycler::config {
 namespace {
+
+std::string join(const std::vector<std::string>& parts, const char* between) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : between) + p;
+  return out;
+}
+
+// Where dlopen looks for a soname, in its order: LD_LIBRARY_PATH, the
+// directories /etc/ld.so.conf.d names (its cache's source), then the
+// defaults. (The cache itself is not read: a library only it knows of is
+// reported missing by `check`, and `run` still loads it.)
+std::vector<std::string> loader_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("LD_LIBRARY_PATH")) {
+    std::string_view rest = env;
+    while (!rest.empty()) {
+      size_t end = rest.find_first_of(":;");
+      std::string_view dir = rest.substr(0, end);
+      if (!dir.empty()) dirs.emplace_back(dir);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    }
+  }
+  std::error_code ec;
+  std::vector<std::filesystem::path> confs;
+  for (const auto& entry : std::filesystem::directory_iterator("/etc/ld.so.conf.d", ec))
+    if (entry.path().extension() == ".conf") confs.push_back(entry.path());
+  std::sort(confs.begin(), confs.end());
+  for (const auto& conf : confs) {
+    std::ifstream in(conf);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] == '/')
+        dirs.push_back(line.substr(0, line.find_first_of(" \t#")));
+  }
+  if (std::string_view(RECYCLER_LIBRARY_ARCH).size() > 0) {
+    dirs.emplace_back("/lib/" RECYCLER_LIBRARY_ARCH);
+    dirs.emplace_back("/usr/lib/" RECYCLER_LIBRARY_ARCH);
+  }
+  for (const char* dir : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"}) dirs.emplace_back(dir);
+  return dirs;
+}
 
 class RealHost final : public HostLookup {
  public:
@@ -67,9 +109,31 @@ class RealHost final : public HostLookup {
   }
 
   std::optional<std::string> nvml_error(const std::string& library) const override {
-    Status loaded = gpu::Nvml::probe(library);
-    if (loaded) return std::nullopt;
-    return loaded.error().message;
+    std::string file = library;
+    if (library.find('/') == std::string::npos) {
+      std::vector<std::string> dirs = loader_dirs();
+      auto found = std::find_if(dirs.begin(), dirs.end(), [&](const std::string& dir) {
+        return file_type(dir + "/" + library) == FileType::Regular;
+      });
+      if (found == dirs.end())
+        return "cannot load NVML: " + library + " is in none of the loader's directories (" +
+               join(dirs, ", ") + ")";
+      file = *found + "/" + library;
+    }
+    if (auto why = untrusted_library(file)) return "cannot load NVML: " + *why;
+    return std::nullopt;
+  }
+
+  std::optional<std::string> untrusted_library(const std::string& path) const override {
+    auto opened = open_trusted_file(path);
+    if (opened) return std::nullopt;
+    return opened.error().message;
+  }
+
+  std::optional<mode_t> directory_mode(const std::string& path) const override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    return st.st_mode & 07777;
   }
 
   std::optional<uint64_t> memory_available() const override {

@@ -34,15 +34,25 @@ class HostLookup {
   // A regular file the recycler may execute.
   virtual bool executable(const std::string& path) const = 0;
   // Why the NVML library `library` (a soname or a path) cannot be used, or
-  // nullopt when it loads and has every function recycler needs (gpu/nvml.h).
+  // nullopt when it is there and trusted, found and checked as
+  // gpu::Nvml::open would, without loading it: validating a config runs no
+  // library's code. (Whether it has every function recycler needs is known
+  // only once `run` loads it.)
   virtual std::optional<std::string> nvml_error(const std::string& library) const = 0;
+  // Why a library at `path` must not be loaded into a program recycler
+  // starts (allocator.preload): a user other than root or recycler's could
+  // have written it or a directory on its way (util/safe_dir.h's
+  // open_trusted_file); nullopt when none could.
+  virtual std::optional<std::string> untrusted_library(const std::string& path) const = 0;
+  // The mode of the directory `path` when it exists (following symlinks).
+  virtual std::optional<mode_t> directory_mode(const std::string& path) const = 0;
   // The memory recycler's workers can have at most: the host's MemTotal, or
   // recycler's own cgroup's limit when that is lower; nullopt when unknown
   // (a fake host, unless a test sets it).
   virtual std::optional<uint64_t> memory_available() const { return std::nullopt; }
 
   // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat,
-  // access, dlopen, /proc/meminfo and /proc/self/cgroup.
+  // access, the loader's directories, /proc/meminfo and /proc/self/cgroup.
   static const HostLookup& real();
 };
 

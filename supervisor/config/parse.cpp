@@ -4,7 +4,9 @@
 #include "supervisor/config/parse.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -209,6 +211,16 @@ void parse_control(const Field& f, const fs::path& base, const HostLookup& host,
     } else if (text) {
       control.socket =
           fs::path(*text).is_absolute() ? *text : (base / *text).lexically_normal().string();
+      // Anyone who may write to the directory may bind the name first, and
+      // recycler's clients would talk to them (control/server.h).
+      std::string dir = fs::path(control.socket).parent_path().string();
+      auto mode = host.directory_mode(dir.empty() ? "." : dir);
+      if (mode && (*mode & (S_IWGRP | S_IWOTH)))
+        r.error(v->mark(), fmt::format("{}: its directory {} is writable by other users (mode "
+                                       "{:04o}): any of them could bind {} first and answer "
+                                       "recycler's clients; use a directory only recycler's user "
+                                       "can write to (the default: /run/recycler)",
+                                       v->path, dir, *mode, quote(control.socket)));
     }
   }
   if (auto* v = map->get("mode")) {
@@ -425,6 +437,15 @@ bool control_char(char c) {
   return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
 }
 
+// A preloaded library runs in the worker, often as root: one that another
+// user could have written (or replaced, through a directory on its way) is
+// refused, as gpu.nvml is.
+bool trusted_preload(const Field& f, const std::string& path, const HostLookup& host, Report& r) {
+  auto why = host.untrusted_library(path);
+  if (why) r.error(f.mark(), f.path + ": " + *why);
+  return !why;
+}
+
 // A missing library is an error, not a warning as a missing command is: ld.so
 // only prints "cannot be preloaded ... ignored" and runs the program on glibc's
 // malloc, so the setting would quietly do nothing.
@@ -446,6 +467,7 @@ void parse_preload(const Field& f, const fs::path& base, const HostLookup& host,
     std::vector<std::string> candidates = preload_candidates(*library);
     for (const std::string& path : candidates) {
       if (host.file_type(path) == HostLookup::FileType::Regular) {
+        if (!trusted_preload(f, path, host, r)) return;
         a.preload = *text;
         a.preload_path = path;
         return;
@@ -471,6 +493,7 @@ void parse_preload(const Field& f, const fs::path& base, const HostLookup& host,
     return r.error(f.mark(), f.path + ": " + quote(path) + " does not exist");
   if (type != HostLookup::FileType::Regular)
     return r.error(f.mark(), f.path + ": " + quote(path) + " is not a regular file");
+  if (!trusted_preload(f, path, host, r)) return;
   a.preload = *text;
   a.preload_path = path;
 }

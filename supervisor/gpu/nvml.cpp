@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "supervisor/gpu/nvml_api.h"
+#include "supervisor/util/fd.h"
+#include "supervisor/util/safe_dir.h"
 
 namespace recycler::gpu {
 
@@ -38,11 +40,23 @@ bool resolve(void* handle, const char* name, Fn& fn, std::string& missing) {
 }
 
 Result<void*> load(const std::string& path, Nvml::Api& api) {
+  // A path is loaded only when no other user could have changed it (its
+  // constructors run as recycler's user, often root), and through the fd
+  // that was checked; a soname comes from the loader's own directories.
+  std::string what = path;
+  UniqueFd file;
+  if (path.find('/') != std::string::npos) {
+    auto trusted = open_trusted_file(path);
+    if (!trusted) return Error{"cannot load NVML: " + trusted.error().message};
+    file = std::move(*trusted);
+    what = "/proc/self/fd/" + std::to_string(file.get());
+  }
   ::dlerror();
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = ::dlopen(what.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
-    return Error{"cannot load NVML: " + std::string(why ? why : path)};
+    return Error{"cannot load NVML: " + (what == path ? std::string() : path + ": ") +
+                 std::string(why ? why : path)};
   }
   std::string missing;
   resolve(handle, "nvmlInit_v2", api.init, missing);
@@ -85,14 +99,6 @@ Nvml::Nvml(void* handle) : handle_(handle), api_(std::make_unique<Api>()) {}
 Nvml::~Nvml() {
   if (initialised_) api_->shutdown();
   if (handle_) ::dlclose(handle_);
-}
-
-Status Nvml::probe(const std::string& path) {
-  Api api;
-  Result<void*> handle = load(path, api);
-  if (!handle) return handle.error();
-  ::dlclose(*handle);
-  return Ok{};
 }
 
 Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& path) {

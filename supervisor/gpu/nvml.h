@@ -61,9 +61,11 @@ class Nvml {
  public:
   // Loads `path` (a soname searched the usual way, or a path), resolves the
   // functions above and initialises NVML. The error says which step failed.
+  // A path is loaded only if util/safe_dir.h's open_trusted_file accepts it
+  // (no other user could have written the file or a directory on its way):
+  // loading runs the library's code as recycler's user. `check` and
+  // `replay` never load it (config/host.h's nvml_error looks without).
   static Result<std::unique_ptr<Nvml>> open(const std::string& path = kDefaultLibrary);
-  // Loads and resolves only (no nvmlInit_v2: no driver needed): for `check`.
-  static Status probe(const std::string& path = kDefaultLibrary);
   ~Nvml();
   Nvml(const Nvml&) = delete;
   Nvml& operator=(const Nvml&) = delete;

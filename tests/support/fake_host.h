@@ -35,6 +35,16 @@ class FakeHost final : public HostLookup {
     nvml_error_ = std::move(error);
     return *this;
   }
+  // A library another user could have written: `why` is what the real host says.
+  FakeHost& set_untrusted(const std::string& path, std::string why) {
+    untrusted_[path] = std::move(why);
+    return *this;
+  }
+  FakeHost& add_directory(const std::string& path, mode_t mode) {
+    files_[path] = FileType::Directory;
+    modes_[path] = mode;
+    return *this;
+  }
   FakeHost& set_path(std::optional<std::string> path) {
     path_ = std::move(path);
     return *this;
@@ -61,6 +71,17 @@ class FakeHost final : public HostLookup {
     return file_type(path) == FileType::Regular && executables_.count(path) > 0;
   }
   std::optional<std::string> nvml_error(const std::string&) const override { return nvml_error_; }
+  std::optional<std::string> untrusted_library(const std::string& path) const override {
+    auto it = untrusted_.find(path);
+    if (it == untrusted_.end()) return std::nullopt;
+    return it->second;
+  }
+  // A directory added without a mode is 0755.
+  std::optional<mode_t> directory_mode(const std::string& path) const override {
+    if (file_type(path) != FileType::Directory) return std::nullopt;
+    auto it = modes_.find(path);
+    return it == modes_.end() ? 0755 : it->second;
+  }
   FakeHost& set_memory(std::optional<uint64_t> bytes) {
     memory_ = bytes;
     return *this;
@@ -77,6 +98,8 @@ class FakeHost final : public HostLookup {
   std::set<std::string> executables_;
   std::optional<std::string> path_ = "/usr/bin:/bin";
   std::optional<std::string> nvml_error_;
+  std::map<std::string, std::string> untrusted_;
+  std::map<std::string, mode_t> modes_;
 };
 
 // A Debian-like machine: root (0), nobody (65534) and alice (1000), groups

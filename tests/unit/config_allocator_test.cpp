@@ -170,6 +170,29 @@ TEST(AllocatorErrors, AMissingNamedLibraryNamesWhereItLookedAndThePackage) {
       ElementsAre(testing::EndsWith("apt-get install libtcmalloc-minimal4")));
 }
 
+// A preload runs in the worker, often as root: a library another user could
+// have written is refused where the config names it, as check says.
+TEST(AllocatorErrors, ALibraryAnotherUserCouldHaveWrittenIsRefused) {
+  FakeHost host = with_allocators();
+  host.add_file("/tmp/open/evil.so", HostLookup::FileType::Regular)
+      .set_untrusted("/tmp/open/evil.so",
+                     "/tmp/open: writable by other users (mode 0777) without the sticky bit; "
+                     "refusing to load from there")
+      .set_untrusted(first_place(jemalloc()), first_place(jemalloc()) +
+                                                  ": owned by uid 65534, not by root or "
+                                                  "recycler's user (uid 0); refusing to load it");
+  EXPECT_THAT(errors(R"(programs:
+  a: {command: [/bin/true], allocator: {preload: /tmp/open/evil.so}}
+)",
+                     host),
+              ElementsAre("test.yaml:2:50: error: programs.a.allocator.preload: /tmp/open: "
+                          "writable by other users (mode 0777) without the sticky bit; refusing "
+                          "to load from there"));
+  EXPECT_THAT(errors("programs: {a: {command: [/bin/true], allocator: {preload: jemalloc}}}", host),
+              ElementsAre(testing::HasSubstr("programs.a.allocator.preload: " +
+                                             first_place(jemalloc()) + ": owned by uid 65534")));
+}
+
 TEST(AllocatorErrors, APathMustBeAnExistingRegularFileWithoutSeparators) {
   EXPECT_THAT(errors(R"(programs:
   a: {command: [/bin/true], allocator: {preload: /opt/lib/libnone.so}}

@@ -15,6 +15,7 @@
 #include "policies/base/units.h"
 #include "policies/policy.h"
 #include "supervisor/config/parse.h"
+#include "tests/support/fake_host.h"
 #include "tests/unit/config_test_util.h"
 
 namespace recycler::config {
@@ -709,6 +710,27 @@ programs: {api: {command: [/bin/true]}}
 )"),
               ElementsAre(AllOf(HasSubstr("test.yaml:1:11: error:"), HasSubstr("sockt"),
                                 HasSubstr("socket"))));
+}
+
+// A socket in a directory others may write to (a sticky /tmp included):
+// anyone could bind the name first and answer for recycler.
+TEST(Control, ASocketInADirectoryOthersCanWriteToIsRefused) {
+  FakeHost host = debian_host(0, 0);
+  host.add_directory("/tmp", 01777).add_directory("/run/recycler", 0755);
+  auto shared = parse_string(R"(control: {socket: /tmp/api.sock}
+programs: {api: {command: [/bin/true]}}
+)",
+                             "test.yaml", host);
+  EXPECT_THAT(lines(shared.errors),
+              ElementsAre("test.yaml:1:19: error: control.socket: its directory /tmp is writable "
+                          "by other users (mode 1777): any of them could bind \"/tmp/api.sock\" "
+                          "first and answer recycler's clients; use a directory only recycler's "
+                          "user can write to (the default: /run/recycler)"));
+  auto own = parse_string(R"(control: {socket: /run/recycler/api.sock}
+programs: {api: {command: [/bin/true]}}
+)",
+                          "test.yaml", host);
+  EXPECT_THAT(lines(own.errors), IsEmpty());
 }
 
 }  // namespace

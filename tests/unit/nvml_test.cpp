@@ -39,7 +39,6 @@ TEST_F(NvmlTest, ALibraryWithOnlyTheSevenRequiredFunctionsIsEnough) {
   EXPECT_EQ(::dlsym(lib, "nvmlDeviceGetMigMode"), nullptr) << "the fake must stay minimal";
   EXPECT_EQ(::dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2"), nullptr);
   ::dlclose(lib);
-  EXPECT_TRUE(Nvml::probe(FAKE_NVML));
   auto nvml = open();
   ASSERT_TRUE(nvml);
   EXPECT_FALSE(nvml->has_mig());
@@ -159,12 +158,11 @@ TEST_F(NvmlTest, AMissingLibraryIsAnErrorThatNamesIt) {
   ASSERT_FALSE(nvml);
   EXPECT_NE(nvml.error().message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos)
       << nvml.error().message;
-  EXPECT_FALSE(Nvml::probe("/nonexistent/libnvidia-ml.so.1"));
 }
 
 TEST_F(NvmlTest, ALibraryWithoutTheRequiredFunctionsIsAnErrorListingThem) {
   // libc is a shared library, and surely not NVML.
-  auto status = Nvml::probe("libc.so.6");
+  auto status = Nvml::open("libc.so.6");
   ASSERT_FALSE(status);
   EXPECT_NE(status.error().message.find("nvmlInit_v2"), std::string::npos)
       << status.error().message;
