@@ -9,12 +9,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string_view>
+
+#include "supervisor/util/safe_dir.h"
+#include "supervisor/util/unix_socket.h"
 
 namespace recycler::listen {
 namespace {
@@ -95,34 +99,48 @@ Result<UniqueFd> bind_tcp(const config::ListenSocket& spec) {
   return fd;
 }
 
-// unix:/path. The directory is the admin's; the file in it may be left over
-// from an earlier run (a socket: replaced) or be anything else (refused).
-// Mode and owner are set through an O_PATH descriptor of the socket file, so
-// a symlink swapped in meanwhile is never followed.
-Result<UniqueFd> bind_unix(const config::ListenSocket& spec, Socket& out) {
+// unix:/path. Its directory is found and checked as util/safe_dir.h says
+// (no directory another user controls on the way, none they may write to at
+// the end, only trusted symlinks followed), created 0755 when missing, and
+// everything after happens relative to its fd. A socket file there may be
+// left over from an earlier run (replaced) unless a program listens on it;
+// anything else is refused. Mode and owner are set through an O_PATH
+// descriptor of the socket file, so a symlink swapped in meanwhile is never
+// followed.
+Result<UniqueFd> bind_unix(const config::ListenSocket& spec, Socket& out, const Set* keep) {
   namespace fs = std::filesystem;
   fs::path path(spec.path);
   std::string dir = path.parent_path().string(), name = path.filename().string();
-  UniqueFd dirfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!dirfd) return bind_error(spec, "its directory " + dir, errno);
+  auto opened = open_private_dir(dir.empty() ? "/" : dir, 0755, Shared::Never);
+  if (!opened) return Error{"listen " + spec.address() + ": " + opened.error().message};
+  UniqueFd dirfd = std::move(*opened);
   struct stat st {};
   if (::fstatat(dirfd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(st.st_mode))
       return Error{"listen " + spec.address() + ": " + spec.path +
                    " exists and is not a socket; recycler will not replace it"};
+    // One recycler bound itself (a reload that changes its mode) is replaced
+    // even though it listens.
+    bool ours =
+        keep && std::any_of(keep->sockets().begin(), keep->sockets().end(), [&](const auto& s) {
+          return s->created == std::make_pair(st.st_dev, st.st_ino);
+        });
+    if (!ours && unix_socket_answers(dirfd.get(), name))
+      return Error{"listen " + spec.address() + ": a program listens on " + spec.path +
+                       " already; recycler will not replace its socket",
+                   EADDRINUSE};
     if (::unlinkat(dirfd.get(), name.c_str(), 0) != 0)
       return bind_error(spec, "removing the old socket file", errno);
   }
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return bind_error(spec, "socket", errno);
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (spec.path.size() >= sizeof un.sun_path)
+  socklen_t len = 0;
+  auto un = unix_address_at(dirfd.get(), name, &len);
+  if (!un || spec.path.size() >= sizeof un->sun_path)
     return Error{"listen " + spec.address() + ": too long"};
-  std::memcpy(un.sun_path, spec.path.c_str(), spec.path.size());
   // Created owner-only; opened up below once it is ours.
   mode_t old = ::umask(0177);
-  int bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&un), sizeof un);
+  int bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&*un), len);
   int err = errno;
   ::umask(old);
   if (bound != 0) return bind_error(spec, "bind", err);
@@ -130,6 +148,7 @@ Result<UniqueFd> bind_unix(const config::ListenSocket& spec, Socket& out) {
   if (!file || ::fstat(file.get(), &st) != 0 || !S_ISSOCK(st.st_mode))
     return Error{"listen " + spec.address() + ": the socket file changed under recycler"};
   out.created = std::make_pair(st.st_dev, st.st_ino);
+  out.dir = std::move(dirfd);
   uid_t uid = spec.uid.value_or(static_cast<uid_t>(-1));
   gid_t gid = spec.gid.value_or(static_cast<gid_t>(-1));
   if ((spec.uid || spec.gid) && ::fchownat(file.get(), "", uid, gid, AT_EMPTY_PATH) != 0)
@@ -141,12 +160,15 @@ Result<UniqueFd> bind_unix(const config::ListenSocket& spec, Socket& out) {
 
 }  // namespace
 
+// Only the file this socket was bound to, found in the directory it was
+// bound in: a later file there is another's.
 Socket::~Socket() {
-  if (!created || spec.path.empty()) return;
+  if (!created || !dir || spec.path.empty()) return;
+  std::string name = std::filesystem::path(spec.path).filename().string();
   struct stat st {};
-  if (::lstat(spec.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
+  if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
       std::make_pair(st.st_dev, st.st_ino) == *created)
-    ::unlink(spec.path.c_str());
+    ::unlinkat(dir.get(), name.c_str(), 0);
 }
 
 std::vector<int> Set::fds() const {
@@ -256,6 +278,7 @@ Result<std::shared_ptr<const Set>> Binder::bind(const std::vector<config::Listen
         if (!renamed->fd) return bind_error(spec, "dup", errno);
         renamed->inherited = kept->inherited;
         renamed->created = std::exchange(kept->created, std::nullopt);
+        renamed->dir = std::move(kept->dir);
         kept = renamed;
       }
       set->sockets_.push_back(std::move(kept));
@@ -269,7 +292,7 @@ Result<std::shared_ptr<const Set>> Binder::bind(const std::vector<config::Listen
       set->sockets_.push_back(std::move(socket));
       continue;
     }
-    Result<UniqueFd> bound = spec.tcp ? bind_tcp(spec) : bind_unix(spec, *socket);
+    Result<UniqueFd> bound = spec.tcp ? bind_tcp(spec) : bind_unix(spec, *socket, keep);
     if (!bound) return bound.error();
     socket->fd = std::move(bound.value());
     int backlog = spec.backlog ? static_cast<int>(spec.backlog) : default_backlog();

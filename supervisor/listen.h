@@ -32,6 +32,7 @@ struct Socket {
   // A unix socket recycler created: removed when the socket is closed, if it
   // is still the same file (device and inode).
   std::optional<std::pair<dev_t, ino_t>> created;
+  UniqueFd dir;  // the directory it was created in (O_PATH)
   ~Socket();
   Socket() = default;
   Socket(Socket&&) = default;

@@ -117,6 +117,34 @@ TEST_F(ListenTest, AStaleSocketFileIsReplacedAnythingElseIsRefused) {
   EXPECT_TRUE(fs::is_symlink(path)) << "left alone";
 }
 
+// Another program's live socket is never taken from it, and a directory
+// other users may write to (or that is theirs) is refused before anything
+// is removed or bound there.
+TEST_F(ListenTest, ALiveSocketOrADirectoryOthersControlIsRefused) {
+  listen::Binder binder(inherited);
+  std::string path = dir + "/live.sock";
+  UniqueFd live(::socket(AF_UNIX, SOCK_STREAM, 0));
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  std::snprintf(un.sun_path, sizeof un.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(live.get(), reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
+  ASSERT_EQ(::listen(live.get(), 8), 0);
+  auto taken = binder.bind({unix_socket("a", path)}, nullptr);
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().message, "listen unix:" + path + ": a program listens on " + path +
+                                       " already; recycler will not replace its socket");
+
+  std::string open = dir + "/open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 01777), 0);
+  auto shared = binder.bind({unix_socket("a", open + "/app.sock")}, nullptr);
+  ASSERT_FALSE(shared);
+  EXPECT_EQ(shared.error().message, "listen unix:" + open + "/app.sock: " + open +
+                                        ": writable by other users (mode 1777): any of them "
+                                        "could take a name there first; refusing to write there");
+  EXPECT_FALSE(fs::exists(open + "/app.sock"));
+}
+
 TEST_F(ListenTest, AnAddressInUseIsAClearError) {
   listen::Binder binder(inherited);
   auto first = binder.bind({tcp("a")}, nullptr);
