@@ -78,6 +78,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  if (w.state() == WorkerState::Running && escapes_)
                    escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
                  if (w.state() == WorkerState::Exited) run_ended(w);
+                 if (w.state() == WorkerState::Stopped) restarted_slot_stopped(w);
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc) {
@@ -746,9 +747,11 @@ Supervisor::ReloadOutcome Supervisor::reload() {
     out.started.push_back(p.name);
   }
   // What replaces a program starts afresh: an operator's stop does not hold it.
-  std::erase_if(held_, [&](const auto& h) {
+  auto replaced = [&](const auto& h) {
     return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
-  });
+  };
+  std::erase_if(held_, replaced);
+  std::erase_if(restarting_, replaced);
   config_ = std::move(next);
   out.ok = true;
   out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",

@@ -138,6 +138,11 @@ class Supervisor {
   void open_control();
   std::string on_control(const control::Request& request);
   std::string control_act(const control::Request& request);
+  // `restart`: stop the slot (if it runs), then start it once stopped. Last
+  // operator command wins: a `stop` meanwhile cancels the start.
+  void restart_when_stopped(const std::pair<std::string, unsigned>& key, Worker& worker);
+  // A slot an operator restarts has stopped: start it (from the state hook).
+  void restarted_slot_stopped(const Worker& worker);
   Worker* find_worker(const std::string& program, unsigned slot);
   void shutdown(int exit_code, bool force);
   void finish_shutdown();
@@ -212,6 +217,9 @@ class Supervisor {
   // Slots an operator stopped (`recycler stop`): recycler does not exit
   // while they are stopped, as it does when every program has exited.
   std::set<std::pair<std::string, unsigned>> held_;
+  // Slots to start once stopped (`recycler restart`): one entry however
+  // often it is asked, dropped by a later `stop`.
+  std::set<std::pair<std::string, unsigned>> restarting_;
   std::optional<WatchdogHealth> watchdog_;
   std::unique_ptr<Timer> watchdog_timer_;
   std::string watchdog_unhealthy_;  // why the last tick sent nothing ("" when it pinged)

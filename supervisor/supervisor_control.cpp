@@ -129,7 +129,31 @@ std::string Supervisor::on_control(const control::Request& r) {
   }
 }
 
-// start, stop, restart, recycle, signal: one result per slot named.
+// Held while it stops, so that recycler does not take the stop for the end
+// of every program; started again once stopped (restarted_slot_stopped).
+void Supervisor::restart_when_stopped(const std::pair<std::string, unsigned>& key, Worker& worker) {
+  held_.insert(key);
+  restarting_.insert(key);
+  worker.stop(nullptr);
+}
+
+void Supervisor::restarted_slot_stopped(const Worker& worker) {
+  std::pair<std::string, unsigned> key{worker.program().name, worker.slot()};
+  if (!restarting_.count(key)) return;
+  // Not from inside the worker's own callback: a later turn, and only if no
+  // stop came meanwhile and the program was not replaced.
+  defer([this, key] {
+    if (!restarting_.erase(key)) return;
+    held_.erase(key);
+    auto it = programs_.find(key.first);
+    if (it == programs_.end() || it->second.replacing) return;
+    Worker* again = find_worker(key.first, key.second);
+    if (again && again->state() == WorkerState::Stopped) again->start();
+  });
+}
+
+// start, stop, restart, recycle, signal: one result per slot named (a slot
+// named twice, once).
 std::string Supervisor::control_act(const control::Request& r) {
   using control::Command;
   Json results = Json::array();
@@ -138,6 +162,7 @@ std::string Supervisor::control_act(const control::Request& r) {
     results.push_back({{"target", target}, {"ok", ok}, {"message", message}});
     all_ok = all_ok && ok;
   };
+  std::set<std::pair<std::string, unsigned>> done;  // a slot named twice is acted on once
   for (const control::Target& t : r.targets) {
     auto it = programs_.find(t.program);
     if (it == programs_.end()) {
@@ -156,21 +181,26 @@ std::string Supervisor::control_act(const control::Request& r) {
     }
     for (auto& w : program.workers) {
       if (t.slot && w->slot() != *t.slot) continue;
-      std::string name = t.program + ":" + std::to_string(w->slot());
       std::pair<std::string, unsigned> key{t.program, w->slot()};
+      if (!done.insert(key).second) continue;
+      std::string name = t.program + ":" + std::to_string(w->slot());
       WorkerState state = w->state();
       bool idle = state == WorkerState::Stopped || state == WorkerState::Failed;
       switch (r.command) {
         case Command::Start:
-          held_.erase(key);
-          if (!idle) {
-            result(name, true, std::string("already ") + to_string(state));
-          } else {
+          if (idle) {
+            held_.erase(key);
             w->start();
             result(name, true, "started");
+          } else if (held_.count(key)) {  // an operator's stop under way: start after it
+            restart_when_stopped(key, *w);
+            result(name, true, "starting once stopped");
+          } else {
+            result(name, true, std::string("already ") + to_string(state));
           }
           break;
         case Command::Stop:
+          restarting_.erase(key);
           if (idle) {
             result(name, true, std::string("already ") + to_string(state));
           } else {
@@ -186,15 +216,7 @@ std::string Supervisor::control_act(const control::Request& r) {
             result(name, true, "started");
             break;
           }
-          // Held while it stops, so that recycler does not take the stop for
-          // the end of every program; started again once stopped.
-          held_.insert(key);
-          w->stop([this, key] {
-            defer([this, key] {
-              held_.erase(key);
-              if (Worker* again = find_worker(key.first, key.second)) again->start();
-            });
-          });
+          restart_when_stopped(key, *w);
           result(name, true, "restarting");
           break;
         case Command::Recycle:
