@@ -1,6 +1,7 @@
 #include "supervisor/control/client.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -70,10 +71,32 @@ class Connection {
       why = "cannot reach recycler at " + path + ": " + std::strerror(errno);
       return std::nullopt;
     }
+    if (!trusted_server(fd.get(), path, o, why)) return std::nullopt;
     timeval tv{kTimeoutSeconds, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return Connection(std::move(fd));
+  }
+
+  // Whoever listens there must be root, this user, or the config file's
+  // owner: anyone else could have bound the path first (a socket in a
+  // directory they may write to) and would forge every answer.
+  static bool trusted_server(int fd, const std::string& path, const ClientOptions& o,
+                             std::string& why) {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      why = "cannot tell who listens on " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    if (cred.uid == 0 || cred.uid == ::geteuid()) return true;
+    struct stat st {};
+    bool has_config = !o.config_file.empty() && ::stat(o.config_file.c_str(), &st) == 0;
+    if (has_config && cred.uid == st.st_uid) return true;
+    why = path + " is served by uid " + std::to_string(cred.uid) + ", which is neither root, you" +
+          (has_config ? ", nor the owner of " + o.config_file : std::string()) +
+          ": not a recycler to trust; nothing was sent to it";
+    return false;
   }
 
   void wait_forever() {
@@ -126,10 +149,13 @@ std::optional<Json> ask(const ClientOptions& o, const Request& r,
     std::cerr << "recycler: " << escape_text(why) << "\n";
     return std::nullopt;
   }
-  std::optional<std::string> line;
-  if (c->send(request_line(r))) line = c->line();
+  // Read even when the request could not go: a server that refuses a client
+  // ("too many clients") says why, then closes before reading.
+  bool sent = c->send(request_line(r));
+  std::optional<std::string> line = c->line();
   if (!line) {
-    std::cerr << "recycler: no answer from recycler\n";
+    std::cerr << "recycler: "
+              << (sent ? "no answer from recycler" : "recycler closed the connection") << "\n";
     return std::nullopt;
   }
   Json j = Json::parse(*line, nullptr, false);
