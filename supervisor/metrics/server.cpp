@@ -2,7 +2,6 @@
 
 #include <netinet/in.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "supervisor/metrics/http.h"
@@ -19,7 +18,8 @@ struct Server::Client {
   uv_tcp_t tcp{};
   std::list<Client*>::iterator self;
   Phase phase = Phase::Head;
-  bool eof = false;  // the client has shut down its side
+  TimePoint answered_at{};  // when its response began (Writing)
+  bool eof = false;         // the client has shut down its side
   std::string received;
   std::string head;
   std::shared_ptr<const std::string> body;
@@ -105,14 +105,13 @@ void Server::on_connection() {
     return;
   }
   if (clients_.size() >= limits_.max_clients) {
-    auto waiting = std::find_if(clients_.begin(), clients_.end(),
-                                [](const Client* o) { return o->phase == Client::Phase::Head; });
-    if (waiting == clients_.end()) {  // every slot is being answered: come back later
+    Client* old = evictable();
+    if (!old) {  // every place holds a scraper being answered right now: come back later
       ++stats_.dropped;
       uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), free_client);
       return;
     }
-    close(**waiting, true);
+    close(*old, true);
   }
   c->server = this;
   c->self = clients_.insert(clients_.end(), c);
@@ -127,6 +126,18 @@ void Server::on_connection() {
         auto* client = static_cast<Client*>(s->data);
         if (client->server) client->server->on_read(*client, nread, buf);
       });
+}
+
+// The oldest connection that is still sending its request, or lingering (its
+// whole response, and the end of it, are with the kernel: closing loses it
+// nothing), or whose response is still being written after hold_grace (a
+// scraper takes it within milliseconds: one still there reads slowly or not
+// at all).
+Server::Client* Server::evictable() const {
+  TimePoint now = timers_.now();
+  for (Client* c : clients_)
+    if (c->phase != Client::Phase::Writing || now - c->answered_at >= limits_.hold_grace) return c;
+  return nullptr;
 }
 
 void Server::on_read(Client& c, ssize_t nread, const uv_buf_t* buf) {
@@ -181,6 +192,7 @@ void Server::respond(Client& c, std::string head, std::shared_ptr<const std::str
     size = head.size();
   }
   c.phase = Client::Phase::Writing;
+  c.answered_at = timers_.now();
   c.received = std::string();
   c.head = std::move(head);
   c.body = std::move(body);

@@ -4,9 +4,14 @@
 // hold is bounded.
 //
 //   - At most Limits::max_clients connections. One more evicts the oldest
-//     that has not finished sending its request (a slow or silent client
-//     cannot keep scrapers out by holding every slot); when every slot is
-//     being answered, the newcomer is closed at once.
+//     that is still sending its request, or lingering (its response and its
+//     end are with the kernel, which delivers them after a close), or whose
+//     response is still being written hold_grace after it began (a scraper
+//     takes it within milliseconds). So no client can keep scrapers out by
+//     holding every slot: neither a slow or silent one, nor one that sends a
+//     request and then neither reads nor closes. Only when every slot holds
+//     a response being written for less than hold_grace is the newcomer
+//     closed at once.
 //   - A request head is at most http::kMaxHead bytes and must be complete
 //     within head_timeout of the connection (a byte a second does not keep
 //     it open); the response must be taken within write_timeout.
@@ -41,8 +46,9 @@ class Server {
   struct Limits {
     size_t max_clients = 16;
     Duration head_timeout = std::chrono::seconds(5);
-    Duration write_timeout = std::chrono::seconds(10);
+    Duration write_timeout = std::chrono::seconds(5);
     Duration linger_timeout = std::chrono::seconds(2);
+    Duration hold_grace = std::chrono::milliseconds(250);
     size_t max_pending_output = 64 << 20;
     Duration reuse_body_for = std::chrono::milliseconds(100);
   };
@@ -85,6 +91,7 @@ class Server {
          Limits limits);
 
   void on_connection();
+  Client* evictable() const;
   void on_read(Client& c, ssize_t nread, const uv_buf_t* buf);
   void respond(Client& c, std::string head, std::shared_ptr<const std::string> body);
   void on_written(Client& c, int status);
