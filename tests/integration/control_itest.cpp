@@ -27,91 +27,6 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-// A child process with its stdout (and stderr) on pipes.
-struct Child {
-  pid_t pid = -1;
-  UniqueFd out, err;
-};
-
-Child spawn_cli(const std::vector<std::string>& args) {
-  int out[2], err[2];
-  EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
-  std::vector<std::string> argv{recycler_bin()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  return {pid, UniqueFd(out[0]), UniqueFd(err[0])};
-}
-
-// Reads `fd` until EOF or the deadline.
-std::string read_all(int fd, Millis timeout) {
-  std::string s;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    char buf[65536];
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    s.append(buf, static_cast<size_t>(n));
-  }
-  return s;
-}
-
-Cli cli(const std::vector<std::string>& args) {
-  Child c = spawn_cli(args);
-  Cli r;
-  r.out = read_all(c.out.get(), scaled(30s));
-  r.err = read_all(c.err.get(), scaled(5s));
-  int status = 0;
-  ::waitpid(c.pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// A raw client of the socket.
-UniqueFd connect_to(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, path.data(), path.size());
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return UniqueFd();
-  return fd;
-}
-
-// Whether the server closed `fd` (EOF) within `timeout`, whatever it sent first.
-bool closed_within(int fd, Millis timeout, std::string* got = nullptr) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char buf[4096];
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) return true;
-    if (got) got->append(buf, static_cast<size_t>(n));
-  }
-}
-
 Json status_json(const std::string& socket, const std::string& which = "") {
   std::vector<std::string> args{"status", "--socket", socket, "--json"};
   if (!which.empty()) args.push_back(which);
@@ -345,10 +260,10 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
 
   // A stalled client (half a request, never finished) and a client that
   // never reads what it asked for.
-  UniqueFd stalled = connect_to(socket_);
+  UniqueFd stalled = connect_unix(socket_);
   ASSERT_TRUE(stalled);
   ASSERT_EQ(::write(stalled.get(), "{\"command\":", 11), 11);
-  UniqueFd deaf = connect_to(socket_);
+  UniqueFd deaf = connect_unix(socket_);
   ASSERT_TRUE(deaf);
   int small = 4096;
   ::setsockopt(deaf.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -358,7 +273,7 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
             static_cast<ssize_t>(ask_a_lot.size()));
 
   // Garbage: one error line, then closed.
-  UniqueFd garbage = connect_to(socket_);
+  UniqueFd garbage = connect_unix(socket_);
   ASSERT_TRUE(garbage);
   ASSERT_GT(::write(garbage.get(), "\x01\x02 hello\n", 9), 0);
   std::string said;
@@ -367,7 +282,7 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
   EXPECT_THAT(said, HasSubstr("not JSON"));
 
   // A request longer than 64 KiB: one error line, then closed.
-  UniqueFd huge = connect_to(socket_);
+  UniqueFd huge = connect_unix(socket_);
   ASSERT_TRUE(huge);
   std::string long_line(70 * 1024, 'x');
   ::send(huge.get(), long_line.data(), long_line.size(), MSG_NOSIGNAL);
@@ -384,7 +299,7 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
   if (child == 0) {
     ::close(pipefd[0]);
     if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) _exit(2);
-    UniqueFd fd = connect_to(socket_);
+    UniqueFd fd = connect_unix(socket_);
     if (!fd) _exit(3);
     // Refused at once: a request it might send would meet a closed socket.
     const char req[] = "{\"command\":\"status\"}\n";
@@ -396,7 +311,7 @@ TEST_F(Control, HostileClientsAreRefusedOrDroppedWhileSupervisionGoesOn) {
     _exit(::read(fd.get(), &more, 1) <= 0 ? 0 : 6);  // closed after the refusal
   }
   ::close(pipefd[1]);
-  std::string refused = read_all(pipefd[0], scaled(5s));
+  std::string refused = read_until_eof(pipefd[0], scaled(5s));
   ::close(pipefd[0]);
   int status = 0;
   ::waitpid(child, &status, 0);

@@ -123,6 +123,18 @@ std::string listen_server_bin() {
   return e && *e ? e : RECYCLER_LISTEN_SERVER_DEFAULT;
 }
 
+std::string hostile_client_bin() {
+  const char* e = std::getenv("RECYCLER_HOSTILE_CLIENT_BIN");
+  return e && *e ? e : RECYCLER_HOSTILE_CLIENT_DEFAULT;
+}
+
+std::optional<std::string> vm_guest_skip() {
+  const char* e = std::getenv("RECYCLER_VM_GUEST");
+  if (!e || !*e) return std::nullopt;
+  return "no cgroup in play: this test runs on the host only (the v2 VM's time goes to what "
+         "differs on cgroup v2)";
+}
+
 std::string fake_nvml_lib() {
   const char* e = std::getenv("RECYCLER_FAKE_NVML");
   return e && *e ? e : RECYCLER_FAKE_NVML_DEFAULT;
@@ -257,7 +269,7 @@ std::string Sandbox::write(const std::string& name, const std::string& content) 
 }
 
 Recycler::Recycler(const std::vector<std::string>& args, const Sandbox& sandbox)
-    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}, {}, ""}) {}
+    : Recycler(args, Options{sandbox.join_fds(), std::nullopt, std::nullopt, "", {}, {}, "", ""}) {}
 
 Recycler::Recycler(const std::vector<std::string>& args, Options options)
     : discard_(options.discard_lines_with) {
@@ -269,7 +281,7 @@ Recycler::Recycler(const std::vector<std::string>& args, Options options)
   out_.reset(fds[0]);
   UniqueFd write_end(fds[1]);
   LaunchSpec spec;
-  spec.argv.push_back(recycler_bin());
+  spec.argv.push_back(options.binary.empty() ? recycler_bin() : options.binary);
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   // The test's environment, with options.env replacing what it names.
   auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
@@ -289,7 +301,7 @@ Recycler::Recycler(const std::vector<std::string>& args, Options options)
   spec.stderr_fd = write_end.get();
   auto pid = spawn_process(spec);
   if (!pid) {
-    ADD_FAILURE() << "cannot start " << recycler_bin() << ": " << pid.error().message;
+    ADD_FAILURE() << "cannot start " << spec.argv[0] << ": " << pid.error().message;
     return;
   }
   pid_ = *pid;
@@ -429,13 +441,13 @@ std::optional<int> Recycler::wait_exit(Millis timeout) {
   // Read its output meanwhile: a recycler that is stopping writes its last
   // lines, and a reader that stopped reading would hold them up.
   auto deadline = Clock::now() + scaled(timeout);
-  for (;;) {
-    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-    if (left <= Millis{0}) return std::nullopt;
+  for (;;) {  // one look at least, even with no time to wait
+    auto left = std::max(Millis{0}, std::chrono::duration_cast<Millis>(deadline - Clock::now()));
     pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {out_ ? out_.get() : -1, POLLIN, 0}};
     if (::poll(p, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return std::nullopt;
     if (p[0].revents & POLLIN) break;
     if (p[1].revents) read_some(Millis{0});
+    if (left == Millis{0}) return std::nullopt;
   }
   int st = 0;
   if (::waitpid(pid_, &st, 0) != pid_) return std::nullopt;
@@ -553,6 +565,78 @@ std::string config_yaml(const Sandbox& sandbox, const std::string& programs,
                             : "";
   return "cgroup_root: " + sandbox.cgroup_root() + "\n" + control + extra_top_level +
          "programs:\n" + programs;
+}
+
+Child spawn_cli(const std::vector<std::string>& args) {
+  int out[2], err[2];
+  EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  std::vector<std::string> argv{recycler_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  return {pid, UniqueFd(out[0]), UniqueFd(err[0])};
+}
+
+std::string read_until_eof(int fd, Millis timeout) {
+  std::string s;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char buf[65536];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    s.append(buf, static_cast<size_t>(n));
+  }
+  return s;
+}
+
+Cli cli(const std::vector<std::string>& args) {
+  Child c = spawn_cli(args);
+  Cli r;
+  r.out = read_until_eof(c.out.get(), scaled(30s));
+  r.err = read_until_eof(c.err.get(), scaled(5s));
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+UniqueFd connect_unix(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  if (path.size() >= sizeof(a.sun_path)) return UniqueFd();
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return UniqueFd();
+  return fd;
+}
+
+bool closed_within(int fd, Millis timeout, std::string* got) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return true;
+    if (got) got->append(buf, static_cast<size_t>(n));
+  }
 }
 
 int free_port() {

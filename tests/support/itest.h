@@ -24,6 +24,9 @@
 // Skips the calling test when cgroup integration tests cannot run here.
 #define RECYCLER_REQUIRE_CGROUPS() \
   if (auto why = ::recycler::testing::Sandbox::skip_reason(); why.has_value()) GTEST_SKIP() << *why
+// Skips the calling test inside the v2 VM: it tests nothing of cgroups.
+#define RECYCLER_HOST_ONLY() \
+  if (auto why = ::recycler::testing::vm_guest_skip(); why.has_value()) GTEST_SKIP() << *why
 
 namespace recycler::testing {
 
@@ -36,6 +39,11 @@ Millis scaled(Millis base);
 std::string recycler_bin();       // RECYCLER_BIN, else the build tree's
 std::string leaky_bin();          // RECYCLER_LEAKY_BIN, else the build tree's
 std::string listen_server_bin();  // RECYCLER_LISTEN_SERVER_BIN, else the build tree's
+// tests/support/hostile_client: RECYCLER_HOSTILE_CLIENT_BIN, else the build tree's.
+std::string hostile_client_bin();
+// Why a test that does not depend on the cgroup hierarchy skips inside the
+// v2 VM (RECYCLER_VM_GUEST, set by tests/vm/run-v2-tests); nullopt elsewhere.
+std::optional<std::string> vm_guest_skip();
 // The fake NVML driver (tests/support/fake_nvml): RECYCLER_FAKE_NVML, else the build tree's.
 std::string fake_nvml_lib();
 // Debian's python3 for the example workers written in Python: RECYCLER_PYTHON
@@ -123,6 +131,8 @@ class Recycler {
     // Lines containing this (e.g. "app[0] err | ") are counted, not kept:
     // for workers that flood their output.
     std::string discard_lines_with;
+    // Another program to run the same way ("": recycler), e.g. hostile_client_bin().
+    std::string binary;
   };
   Recycler(const std::vector<std::string>& args, Options options);
   Recycler(const std::vector<std::string>& args, const Sandbox& sandbox);
@@ -231,6 +241,31 @@ std::string leaking_neighbour();
 // Checks that each of its recycles in `r`'s log came in time (below 96 MiB,
 // half a second of leaking past the limit); how many there were.
 size_t neighbour_recycles_in_time(const Recycler& r);
+
+// --- The CLI and raw clients of the control socket ---
+
+// `recycler ARGS...` run to its end: its exit code, stdout and stderr apart.
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+Cli cli(const std::vector<std::string>& args);
+
+// A child process (recycler ARGS...) with its stdout and stderr on pipes.
+struct Child {
+  pid_t pid = -1;
+  UniqueFd out, err;
+};
+Child spawn_cli(const std::vector<std::string>& args);
+
+// Reads `fd` until EOF or the deadline.
+std::string read_until_eof(int fd, Millis timeout);
+
+// A raw client of a unix stream socket; an empty fd when it cannot connect.
+UniqueFd connect_unix(const std::string& path);
+
+// Whether the server closed `fd` (EOF) within `timeout`, whatever it sent first.
+bool closed_within(int fd, Millis timeout, std::string* got = nullptr);
 
 // --- HTTP on 127.0.0.1, for the serving tests ---
 
