@@ -1,8 +1,9 @@
 // hostile_client: clients of recycler's control socket and metrics endpoint
 // that behave as an attacker would, for the hardening tests
 // (tests/integration/clients_itest.cpp) and bench/hostile_clients.sh. Each
-// mode stops by itself after --seconds (or its --requests) and prints one
-// summary line, "hostile_client: ...", that the callers read.
+// mode stops by itself after --seconds (or its --requests), or early on
+// SIGTERM, and prints one summary line, "hostile_client: ...", that the
+// callers read.
 //
 //   hostile_client MODE (--socket PATH | --port N) [--seconds S] [--clients N]
 //                  [--requests N] [--every S] [--target T] [--repeat N]
@@ -101,6 +102,17 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
+// SIGTERM or SIGINT ends a mode early, with its summary.
+volatile sig_atomic_t g_stop = 0;
+
+void on_stop(int) {
+  g_stop = 1;
+}
+
+bool running(Clock::time_point end) {
+  return !g_stop && Clock::now() < end;
+}
+
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -160,7 +172,7 @@ int pipeline(const Options& o, const char* line) {
   std::thread writer([&] {
     std::string batch;
     for (int i = 0; i < 256; ++i) batch += line;
-    while (Clock::now() < end) {
+    while (running(end)) {
       ssize_t n = ::send(fd, batch.data(), batch.size(), MSG_NOSIGNAL);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (n <= 0) break;
@@ -168,7 +180,7 @@ int pipeline(const Options& o, const char* line) {
     }
   });
   char buf[65536];
-  while (Clock::now() < end) {
+  while (running(end)) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;
@@ -190,7 +202,8 @@ int restart_storm(const Options& o) {
   int answered = 0, most = 0;
   std::string in;
   char buf[65536];
-  for (int r = 0; r < o.requests; ++r) {
+  auto start = Clock::now();
+  for (int r = 0; r < o.requests && !g_stop; ++r) {
     if (!write_all(fd, line)) break;
     size_t nl;
     while ((nl = in.find('\n')) == std::string::npos) {
@@ -210,8 +223,8 @@ int restart_storm(const Options& o) {
   }
 done:
   ::close(fd);
-  std::printf("hostile_client: answered %d of %d, results per answer at most %d\n", answered,
-              o.requests, most);
+  std::printf("hostile_client: answered %d of %d, results per answer at most %d, in %.1f s\n",
+              answered, o.requests, most, since(start));
   return 0;
 }
 
@@ -226,7 +239,7 @@ int slow_bytes(const Options& o) {
   auto start = Clock::now(), end = start + seconds(o.seconds);
   std::vector<double> closed_after(fds.size(), -1);
   const char request[] = "{\"command\":\"status\"}";
-  for (size_t byte = 0; Clock::now() < end; ++byte) {
+  for (size_t byte = 0; running(end); ++byte) {
     auto next = start + seconds(o.every * static_cast<double>(byte + 1));
     for (size_t i = 0; i < fds.size(); ++i) {
       if (closed_after[i] >= 0) continue;
@@ -282,7 +295,7 @@ int send_and_hold(const Options& o, const std::string& line, bool wait_busy) {
     std::printf("hostile_client: %d busy\n", busy);
     std::fflush(stdout);
   }
-  while (Clock::now() < end)
+  while (running(end))
     std::this_thread::sleep_for(std::min(seconds(0.1), end - Clock::now()));  // the hold itself
   for (int fd : fds) ::close(fd);
   std::printf("hostile_client: %d clients held for %.1f s\n", o.clients, o.seconds);
@@ -299,7 +312,7 @@ int follow_write(const Options& o) {
   char buf[65536];
   double closed = -1;
   long written = 0;
-  while (closed < 0 && Clock::now() < end) {
+  while (closed < 0 && running(end)) {
     ssize_t n = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
     if (n > 0) written += n;
     if (n < 0 && errno != EAGAIN && errno != EINTR) closed = since(start);
@@ -323,7 +336,7 @@ int hold_metrics(const Options& o) {
   const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   auto end = Clock::now() + seconds(o.seconds);
   long opened = 0;
-  while (Clock::now() < end) {
+  while (running(end)) {
     std::vector<int> fds;
     for (int i = 0; i < o.clients; ++i) {
       int fd = connect_metrics(o.port);
@@ -367,6 +380,10 @@ int scrape(const Options& o) {
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction stop {};
+  stop.sa_handler = on_stop;  // no SA_RESTART: a blocked read or send returns
+  ::sigaction(SIGTERM, &stop, nullptr);
+  ::sigaction(SIGINT, &stop, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o = parse(argc, argv);
   bool control = o.mode != "hold-metrics" && o.mode != "scrape";
