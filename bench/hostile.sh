@@ -23,6 +23,25 @@
 #                      read afterwards
 #    For each: how far past the limit the decisions saw the worker (median and
 #    max, MiB and ms of allocation) and the OOM kills of its cgroup (must be 0).
+# 3. Hostile clients of the control socket and the metrics endpoint
+#    (tests/support/hostile_client): the same neighbour beside a program
+#    `slow` (ignores SIGTERM; stop.timeout 30s) and metrics on 127.0.0.1, for
+#    CLIENT_SECONDS (10) each, in seven settings:
+#      quiet            nothing else
+#      status flood     one client pipelining status requests, reading answers
+#      reload flood     the same with reload requests
+#      restart storm    1,200 restart requests naming slow:0 4,096 times each
+#      metrics hold     16 connections sending GET /metrics, then neither
+#                       reading nor closing, reopened every 1.5 s
+#      quiet, 100 idle  nothing else, 100 idle workers beside
+#      hoarding         60 clients each queueing 40 `events` requests, unread
+#                       (beside 100 idle workers: their events make each answer
+#                       about 30 KB)
+#    For each: the neighbour's overshoot and OOM kills, `recycler status`
+#    latency (median and max of 5), scrapes answered (48, one per 100 ms),
+#    recycler's peak RSS (VmHWM), the reloads it ran and the starts of slow[0].
+# PARTS="1 2 3" picks the parts (default all); CLIENT_RUNS="quiet status
+# reload storm hold quiet100 hoard" the settings of part 3.
 set -u
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,12 +50,16 @@ RECYCLES=${2:-10}
 RATE=${RATE:-200}
 FLOOD_SECONDS=${FLOOD_SECONDS:-5}
 STALL_SECONDS=${STALL_SECONDS:-20}
+CLIENT_SECONDS=${CLIENT_SECONDS:-10}
+CLIENT_RUNS=${CLIENT_RUNS:-quiet status reload storm hold quiet100 hoard}
+PARTS=${PARTS:-1 2 3}
 [[ $BUILD_DIR = /* ]] || BUILD_DIR=$REPO/$BUILD_DIR
 BIN=${BIN:-$BUILD_DIR/supervisor/recycler}
 LEAKY=$BUILD_DIR/examples/leaky/leaky
 FLOOD=$BUILD_DIR/bench/bench_notify_flood
-for f in "$BIN" "$LEAKY" "$FLOOD"; do
-  [[ -x $f ]] || { echo "hostile.sh: $f not found; build recycler, leaky and bench_notify_flood first" >&2; exit 1; }
+CLIENT=$BUILD_DIR/tests/integration/hostile_client
+for f in "$BIN" "$LEAKY" "$FLOOD" "$CLIENT"; do
+  [[ -x $f ]] || { echo "hostile.sh: $f not found; build recycler, leaky, bench_notify_flood and hostile_client first" >&2; exit 1; }
 done
 
 TMP=$(mktemp -d /tmp/recycler-hostile.XXXXXX)
@@ -85,13 +108,24 @@ chatty_program() {
 EOF
 }
 
+slow_program() {
+  cat <<EOF
+  slow:
+    command: "trap '' TERM; exec sleep 100000"
+    stop: {timeout: 30s}
+    restart: {mode: never}
+EOF
+}
+
 # start_recycler NAME PROGRAMS... : config from the program snippets, recycler
 # started with its output in $TMP/NAME.log (or, STALL=1, into a pipe read
 # only after STALL_SECONDS).
 start_recycler() {
   local name=$1
   shift
-  { echo "cgroup_root: $ROOT-$name"; echo "programs:"; for p in "$@"; do "$p"; done; } >"$TMP/$name.yaml"
+  { echo "cgroup_root: $ROOT-$name"; echo "control: {socket: $TMP/$name.sock}"
+    [[ -n ${METRICS:-} ]] && echo "metrics: {listen: 127.0.0.1:0}"
+    echo "programs:"; for p in "$@"; do "$p"; done; } >"$TMP/$name.yaml"
   LOG=$TMP/$name.log
   if [[ ${STALL:-0} = 1 ]]; then
     mkfifo "$TMP/$name.fifo"
@@ -147,7 +181,10 @@ overshoot() {  # overshoot NAME LABEL: the leaking worker's recycle lines, summa
 
 echo "hostile input benchmark: $BIN"
 
+part() { [[ " $PARTS " = *" $1 "* ]]; }
+
 # -- 1. CPU per foreign datagram ---------------------------------------------
+if part 1; then
 start_recycler cpu idle_program
 wait_for "started: pid" 100 60 || { echo "hostile.sh: workers did not start" >&2; cat "$LOG" >&2; exit 1; }
 socket=$(grep -o 'idle\[0\] out | socket=.*' "$LOG" | head -1 | sed 's/.*socket=//')
@@ -159,7 +196,10 @@ awk -v sent="$sent" -v ns=$((after - before)) -v s="$FLOOD_SECONDS" 'BEGIN {
   printf "CPU per foreign notify datagram (100 workers): %.2f us (%d datagrams in %d s, %.0f per s taken)\n",
          ns / 1000 / sent, sent, s, sent / s }'
 
+fi
+
 # -- 2. a leaking neighbour's overshoot --------------------------------------
+if part 2; then
 echo "leaking neighbour at $RATE MiB/s, recycled at anon 256 MiB:"
 start_recycler quiet leak_program
 wait_for "leak\[0\] recycle: anon" "$RECYCLES" 120
@@ -187,3 +227,56 @@ ooms=$(oom_kills stalled)
 stop_recycler
 OOMS=$ooms overshoot stalled "stalled reader"
 grep -o 'log: [0-9]* lines of worker output dropped[^(]*' "$LOG" | head -1 | sed 's/^/                  /'
+fi
+
+# -- 3. hostile clients ------------------------------------------------------
+if part 3; then
+metrics_port() { grep -o 'serving http://127.0.0.1:[0-9]*' "$LOG" | head -1 | sed 's/.*://'; }
+status_latency() {  # median and max of 5 `recycler status` calls, ms
+  local i t0
+  for i in 1 2 3 4 5; do
+    t0=$(date +%s%N)
+    timeout 60 "$BIN" status --socket "$TMP/$1.sock" >/dev/null 2>&1
+    echo $((($(date +%s%N) - t0) / 1000000))
+  done | sort -n | awk '{ a[++n] = $1 } END { printf "status %d ms median, %d ms max", a[3], a[5] }'
+}
+client_run() {  # client_run NAME LABEL [hostile_client MODE ARGS...]: one setting, measured
+  local name=$1 label=$2 attacker=
+  shift 2
+  [[ " $CLIENT_RUNS " = *" ${name#c} "* ]] || return 0
+  # shellcheck disable=SC2086
+  METRICS=1 start_recycler "$name" leak_program slow_program ${EXTRA:-}
+  wait_for "leak\[0\] started" 1 60 && wait_for "metrics: serving" 1 60
+  if [[ $# -gt 0 ]]; then
+    local args=("$@")
+    if [[ $1 = hold-metrics ]]; then args+=(--port "$(metrics_port)"); else args+=(--socket "$TMP/$name.sock"); fi
+    "$CLIENT" "${args[@]}" --seconds "$CLIENT_SECONDS" >"$TMP/$name.client" 2>&1 &
+    attacker=$!
+    sleep 1  # the attack under way before anything is measured
+  fi
+  local latency scraped rss ooms
+  latency=$(status_latency "$name")
+  scraped=$("$CLIENT" scrape --port "$(metrics_port)" --requests 48 --every 0.1 | sed 's/hostile_client: //')
+  rss=$(awk '/^VmHWM:/ { print $2 " kB" }' /proc/"$PID"/status 2>/dev/null)
+  if [[ -n $attacker ]]; then wait "$attacker"; else sleep "$CLIENT_SECONDS"; fi  # the quiet run lasts as long
+  rss=$(awk '/^VmHWM:/ { print $2 " kB" }' /proc/"$PID"/status 2>/dev/null || echo "$rss")
+  ooms=$(oom_kills "$name")
+  # slow ignores SIGTERM: killed here (it does not restart), or recycler's stop waits 30 s for it.
+  local f
+  for f in /sys/fs/cgroup/memory/"$ROOT-$name"/slow/*/cgroup.procs /sys/fs/cgroup/"$ROOT-$name"/slow/*/cgroup.procs; do
+    [[ -r $f ]] && xargs -r kill -KILL <"$f"
+  done
+  stop_recycler
+  OOMS=$ooms overshoot "$name" "$label"
+  echo "                  $latency; $scraped; peak RSS ${rss:-?}; reloads $(grep -c 'reloaded: ' "$LOG"); slow[0] starts $(grep -c 'slow\[0\] started' "$LOG")"
+  [[ -s $TMP/$name.client ]] && sed 's/^hostile_client: /                  client: /' "$TMP/$name.client"
+}
+echo "hostile clients ($CLIENT_SECONDS s each), leaking neighbour at $RATE MiB/s recycled at anon 256 MiB:"
+client_run cquiet quiet
+client_run cstatus "status flood" pipeline-status
+client_run creload "reload flood" pipeline-reload
+client_run cstorm "restart storm" restart-storm --target slow:0 --repeat 4096 --requests 1200
+client_run chold "metrics hold" hold-metrics --clients 16 --every 1.5
+EXTRA=idle_program client_run cquiet100 "quiet, 100 idle"
+EXTRA=idle_program client_run choard "hoarding" hoard-events --clients 60 --requests 40
+fi
