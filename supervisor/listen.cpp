@@ -119,8 +119,8 @@ Result<UniqueFd> bind_unix(const config::ListenSocket& spec, Socket& out, const 
     if (!S_ISSOCK(st.st_mode))
       return Error{"listen " + spec.address() + ": " + spec.path +
                    " exists and is not a socket; recycler will not replace it"};
-    // One recycler bound itself (a reload that changes its mode) is replaced
-    // even though it listens.
+    // A socket this recycler bound itself (a reload that changes its mode)
+    // is replaced even though it listens.
     bool ours =
         keep && std::any_of(keep->sockets().begin(), keep->sockets().end(), [&](const auto& s) {
           return s->created == std::make_pair(st.st_dev, st.st_ino);

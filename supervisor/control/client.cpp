@@ -93,8 +93,8 @@ class Connection {
     struct stat st {};
     bool has_config = !o.config_file.empty() && ::stat(o.config_file.c_str(), &st) == 0;
     if (has_config && cred.uid == st.st_uid) return true;
-    why = path + " is served by uid " + std::to_string(cred.uid) + ", which is neither root, you" +
-          (has_config ? ", nor the owner of " + o.config_file : std::string()) +
+    why = path + " is served by uid " + std::to_string(cred.uid) + ", which is neither root" +
+          (has_config ? ", you, nor the owner of " + o.config_file : std::string(" nor you")) +
           ": not a recycler to trust; nothing was sent to it";
     return false;
   }

@@ -106,12 +106,12 @@ void Server::on_connection() {
   }
   if (clients_.size() >= limits_.max_clients) {
     Client* old = evictable();
-    if (!old) {  // every place holds a scraper being answered right now: come back later
+    if (!old) {  // every place holds a response being written right now: come back later
       ++stats_.dropped;
       uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), free_client);
       return;
     }
-    close(*old, true);
+    close(*old, old->phase != Client::Phase::Lingering);  // a lingering one had its answer
   }
   c->server = this;
   c->self = clients_.insert(clients_.end(), c);
