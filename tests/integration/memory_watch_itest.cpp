@@ -171,6 +171,19 @@ class Hog {
  private:
   static constexpr size_t kStamps = 64 * kMiB / 4096;  // pages of 4 KiB, or fewer larger ones
 
+  // Makes each page of `p` resident, so charged to the cgroup, noting when
+  // it began each one. Not instrumented: AddressSanitizer's check of each
+  // store reads the shadow of the page, and the kernel charges those shadow
+  // pages too (7.5 MiB more for 60 MiB touched, seen on Linux 6.18), which
+  // would put the usage over the threshold the test means to stay under.
+  __attribute__((no_sanitize("address"))) static void touch(char* p, size_t size, size_t page,
+                                                            int64_t* stamps) {
+    for (size_t i = 0; i * page < size; ++i) {
+      if (i < kStamps) stamps[i] = Clock::now().time_since_epoch().count();
+      p[i * page] = 1;
+    }
+  }
+
   // The child: joins the cgroup, then serves requests until the pipe closes.
   [[noreturn]] static void serve(pid_t parent, int procs, int cmd, int ack, int64_t* stamps) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -190,10 +203,7 @@ class Hog {
         size_t size = static_cast<size_t>(mib) * kMiB;
         void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) ::_exit(4);
-        for (size_t i = 0; i * page < size; ++i) {
-          if (i < kStamps) stamps[i] = Clock::now().time_since_epoch().count();
-          static_cast<char*>(p)[i * page] = 1;  // resident, so charged to the cgroup
-        }
+        touch(static_cast<char*>(p), size, page, stamps);
         regions[held] = p;
         sizes[held++] = size;
       }
