@@ -63,6 +63,23 @@ std::optional<std::string> untrusted_dir(const struct stat& st, bool last, Last 
   return std::nullopt;
 }
 
+// The target of the symlink `name` in `dirfd` (`st` is its lstat, `shown`
+// its path for messages), if it may be followed: root's or recycler's user's,
+// and not past kMaxSymlinks of them (`symlinks` counts).
+Result<std::string> follow(int dirfd, const std::string& name, const struct stat& st,
+                           const std::string& shown, const char* refusing, int& symlinks) {
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return Error{fmt::format("{}: a symlink owned by uid {} (only root's and recycler's own are "
+                             "followed); {}",
+                             shown, st.st_uid, refusing),
+                 EPERM};
+  if (++symlinks > kMaxSymlinks) return errno_error(shown, ELOOP);
+  char target[4096];
+  ssize_t n = ::readlinkat(dirfd, name.c_str(), target, sizeof target - 1);
+  if (n < 0) return errno_error(shown);
+  return std::string(target, static_cast<size_t>(n));
+}
+
 // Walks `path` from / (or the working directory) to the directory it names,
 // checking each one and following only trusted symlinks; creates what is
 // missing with `create_mode` when given. `refusing` ends each refusal.
@@ -96,16 +113,9 @@ Result<UniqueFd> walk_to_dir(const std::string& path, std::optional<mode_t> crea
       continue;
     }
     if (S_ISLNK(st.st_mode)) {
-      if (st.st_uid != 0 && st.st_uid != ::geteuid())
-        return Error{fmt::format("{}: a symlink owned by uid {} (only root's and recycler's own "
-                                 "are followed); {}",
-                                 next_shown, st.st_uid, refusing),
-                     EPERM};
-      if (++symlinks > kMaxSymlinks) return errno_error(next_shown, ELOOP);
-      char target[4096];
-      ssize_t n = ::readlinkat(dir.get(), name.c_str(), target, sizeof target - 1);
-      if (n < 0) return errno_error(next_shown);
-      std::string to(target, static_cast<size_t>(n));
+      auto target = follow(dir.get(), name, st, next_shown, refusing, symlinks);
+      if (!target) return target.error();
+      const std::string& to = *target;
       std::deque<std::string> more = components(to);
       todo.insert(todo.begin(), more.begin(), more.end());
       if (!to.empty() && to[0] == '/') {
@@ -146,17 +156,9 @@ Result<UniqueFd> open_trusted_file(const std::string& path) {
     if (::fstatat(dirfd->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       return errno_error(path);
     if (S_ISLNK(st.st_mode)) {  // libnvidia-ml.so.1 -> libnvidia-ml.so.535.54.03
-      if (st.st_uid != 0 && st.st_uid != ::geteuid())
-        return Error{fmt::format("{}: a symlink owned by uid {} (only root's and recycler's own "
-                                 "are followed); {}",
-                                 at, st.st_uid, kRefusing),
-                     EPERM};
-      if (++symlinks > kMaxSymlinks) return errno_error(at, ELOOP);
-      char target[4096];
-      ssize_t n = ::readlinkat(dirfd->get(), name.c_str(), target, sizeof target - 1);
-      if (n < 0) return errno_error(at);
-      std::string to(target, static_cast<size_t>(n));
-      at = !to.empty() && to[0] == '/' ? to : join(dir, to);
+      auto to = follow(dirfd->get(), name, st, at, kRefusing, symlinks);
+      if (!to) return to.error();
+      at = !to->empty() && (*to)[0] == '/' ? *to : join(dir, *to);
       continue;
     }
     UniqueFd fd(::openat(dirfd->get(), name.c_str(),

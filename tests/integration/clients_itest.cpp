@@ -60,77 +60,104 @@ Millis status_latency(const std::string& socket, int* code = nullptr) {
   return std::chrono::duration_cast<Millis>(Clock::now() - start);
 }
 
+constexpr const char* kSleeper = "  app: {command: [sleep, \"1000\"]}\n";
+
+class HostileClients : public ::testing::Test {
+ protected:
+  // recycler over `programs` (YAML under `programs:`, "{tmp}" standing for
+  // the sandbox's directory; `top`: more top-level keys), its control socket
+  // at socket(), once `started` is in its log. `honest_rss` for a test that
+  // measures its RSS.
+  Recycler& supervise(std::string programs, const std::string& started, bool honest_rss = false,
+                      const std::string& top = "") {
+    sb_.emplace();
+    socket_ = sb_->tmp() + "/control.sock";
+    for (size_t at; (at = programs.find("{tmp}")) != std::string::npos;)
+      programs.replace(at, 5, sb_->tmp());
+    std::string cfg = sb_->write("r.yaml", config_yaml(*sb_, programs, top));
+    Recycler::Options o = in_sandbox(*sb_);
+    if (honest_rss) o = with_honest_rss(std::move(o));
+    r_ = std::make_unique<Recycler>(std::vector<std::string>{"run", "-c", cfg}, std::move(o));
+    EXPECT_TRUE(r_->wait_for(started));
+    return *r_;
+  }
+  // SIGTERM: recycler exits 0.
+  void stop() {
+    r_->signal(SIGTERM);
+    EXPECT_EQ(r_->exit_code(20s), 0);
+  }
+  const Sandbox& sb() const { return *sb_; }
+  const std::string& socket() const { return socket_; }
+  size_t count(const std::string& needle) const { return r_->count(needle); }
+
+  // A flood of pipelined `mode` requests (hostile_client) beside the leaking
+  // neighbour, ended once the neighbour has been recycled three times. On the
+  // way: another client is answered at once, and every recycle comes in
+  // time, with no OOM kill.
+  struct Flood {
+    long answers = -1;   // what the flooder was answered
+    double seconds = 0;  // how long the flood lasted
+  };
+  Flood flood_beside_the_neighbour(const std::string& mode) {
+    Recycler& r = supervise(leaking_neighbour(), "leak[0] started: pid");
+    auto start = Clock::now();
+    Recycler flood({mode, "--socket", socket(), "--seconds", secs(60s)}, attacker());
+    EXPECT_TRUE(flood.wait_for("hostile_client: flooding"));
+    EXPECT_LT(status_latency(socket()), scaled(2s)) << "another client waited on the flood";
+    EXPECT_TRUE(r.wait_for_count("leak[0] recycle: anon", 3, scaled(30s)))
+        << "the neighbour was not recycled during the flood";
+    EXPECT_LT(status_latency(socket()), scaled(2s));
+    flood.signal(SIGTERM);  // the flood ends here, with its summary
+    Flood f{figure(flood, "got "), std::chrono::duration<double>(Clock::now() - start).count()};
+    EXPECT_EQ(oom_kills(sb(), "leak"), 0u);
+    stop();
+    EXPECT_GE(neighbour_recycles_in_time(r), 3u);
+    return f;
+  }
+
+ private:
+  std::optional<Sandbox> sb_;  // first: removes the cgroups after recycler is gone
+  std::string socket_;
+  std::unique_ptr<Recycler> r_;
+};
+
 // Defect 1: a client that pipelines status requests and reads the answers
 // kept the server reading it in one loop turn forever: no sample, no kernel
 // event, a leaking worker OOM-killed. Now it gets a few requests a turn,
 // like everyone else.
-TEST(HostileClients, APipelinedStatusFloodDelaysNeitherTheMemoryPolicyNorAnotherClient) {
+TEST_F(HostileClients, APipelinedStatusFloodDelaysNeitherTheMemoryPolicyNorAnotherClient) {
   RECYCLER_REQUIRE_CGROUPS();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, leaking_neighbour()));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("leak[0] started: pid"));
-  Recycler flood({"pipeline-status", "--socket", socket, "--seconds", secs(60s)}, attacker());
-  ASSERT_TRUE(flood.wait_for("hostile_client: flooding"));
-  EXPECT_LT(status_latency(socket), scaled(2s)) << "another client waited on the flood";
-  EXPECT_TRUE(r.wait_for_count("leak[0] recycle: anon", 3, scaled(30s)))
-      << "the neighbour was not recycled during the flood";
-  EXPECT_LT(status_latency(socket), scaled(2s));
-  flood.signal(SIGTERM);  // the flood ends here, with its summary
-  EXPECT_GT(figure(flood, "got "), 100) << "the flooder is served too";
-  EXPECT_EQ(oom_kills(sb, "leak"), 0u);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
-  EXPECT_GE(neighbour_recycles_in_time(r), 3u);
+  EXPECT_GT(flood_beside_the_neighbour("pipeline-status").answers, 100)
+      << "the flooder is served too";
 }
 
 // Defect 1: the same with reload requests, each a reread of the config and
 // a log line. Reloads asked while one waits share it; one runs at most every
 // half second.
-TEST(HostileClients, PipelinedReloadsCoalesceAndDoNotDelayTheMemoryPolicy) {
+TEST_F(HostileClients, PipelinedReloadsCoalesceAndDoNotDelayTheMemoryPolicy) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, leaking_neighbour()));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("leak[0] started: pid"));
-  auto start = Clock::now();
-  Recycler flood({"pipeline-reload", "--socket", socket, "--seconds", secs(60s)}, attacker());
-  ASSERT_TRUE(flood.wait_for("hostile_client: flooding"));
-  EXPECT_LT(status_latency(socket), scaled(2s));
-  EXPECT_TRUE(r.wait_for_count("leak[0] recycle: anon", 3, scaled(30s)));
-  flood.signal(SIGTERM);
-  long answers = figure(flood, "got ");
-  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  EXPECT_GE(answers, 2) << "its reloads are answered";
-  size_t reloads = r.count("reloaded: ");
-  EXPECT_LE(reloads, 2 + static_cast<size_t>(seconds / 0.5)) << "in " << seconds << " s";
-  EXPECT_EQ(oom_kills(sb, "leak"), 0u);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
-  EXPECT_GE(neighbour_recycles_in_time(r), 3u);
+  Flood f = flood_beside_the_neighbour("pipeline-reload");
+  EXPECT_GE(f.answers, 2) << "its reloads are answered";
+  size_t reloads = count("reloaded: ");
+  EXPECT_LE(reloads, 2 + static_cast<size_t>(f.seconds / 0.5)) << "in " << f.seconds << " s";
 }
 
 // Defect 2: each restart request naming a stopping slot 4,096 times queued
 // 4,096 callbacks, run all at once when the stop ended. A slot named twice
 // is acted on once, and a slot being restarted is restarted once however
 // often it is asked.
-TEST(HostileClients, ARestartStormOnAStoppingSlotCostsNothingAndRestartsItOnce) {
+TEST_F(HostileClients, ARestartStormOnAStoppingSlotCostsNothingAndRestartsItOnce) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  slow:
+  Recycler& r = supervise(R"(  slow:
     command: "trap '' TERM; echo up; exec sleep 1000"
     stop: {timeout: 4s}
-)" + leaking_neighbour()));
-  Recycler r({"run", "-c", cfg}, with_honest_rss(in_sandbox(sb)));
-  ASSERT_TRUE(r.wait_for("slow[0] out | up"));
+)" + leaking_neighbour(),
+                          "slow[0] out | up", true);
   ASSERT_TRUE(r.wait_for("leak[0] started: pid"));
   uint64_t before = rss_kib(r.pid());
-  Recycler storm({"restart-storm", "--socket", socket, "--target", "slow:0", "--repeat", "4096",
+  Recycler storm({"restart-storm", "--socket", socket(), "--target", "slow:0", "--repeat", "4096",
                   "--requests", "300"},
                  attacker());
   std::smatch m;
@@ -144,66 +171,61 @@ TEST(HostileClients, ARestartStormOnAStoppingSlotCostsNothingAndRestartsItOnce) 
   // The stop ends (SIGKILL after stop.timeout): one start, with the loop free.
   ASSERT_TRUE(r.wait_for("slow[0] stopped", scaled(20s)));
   ASSERT_TRUE(r.wait_for("slow[0] out | up", scaled(10s)));
-  EXPECT_LT(status_latency(socket), scaled(2s));
+  EXPECT_LT(status_latency(socket()), scaled(2s));
   EXPECT_EQ(r.count("slow[0] started: pid"), 2u) << "started once more, not once per request";
-  EXPECT_EQ(oom_kills(sb, "leak"), 0u);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  EXPECT_EQ(oom_kills(sb(), "leak"), 0u);
+  stop();
   EXPECT_GE(neighbour_recycles_in_time(r), 1u);
 }
 
 // Defect 8: `restart` then `stop` of the same slot: the stop answered
 // "stopping" and the restart started it again anyway. The last operator
 // command wins, and a start during an operator's stop starts it after.
-TEST(HostileClients, StopAfterRestartLeavesTheSlotStopped) {
+TEST_F(HostileClients, StopAfterRestartLeavesTheSlotStopped) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  p:
-    command: "trap 'exit 0' TERM; echo up; while :; do sleep 1; done"
-    stop: {timeout: 5s}
-  other:
-    command: ["sleep", "1000"]
-)"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("p[0] out | up"));
-  EXPECT_EQ(cli({"restart", "--socket", socket, "p:0"}).code, 0);
-  Cli stop = cli({"stop", "--socket", socket, "p:0"});
-  EXPECT_EQ(stop.code, 0) << stop.err;
-  EXPECT_THAT(stop.out, HasSubstr("p:0: stopping"));
-  ASSERT_TRUE(r.wait_for("p[0] stopped", scaled(10s)));
+  // job's stop lasts until the test lets it end (the file go), so that each
+  // command below comes while it stops, however slowly the CLI starts.
+  Recycler& r = supervise(R"(  job:
+    command: "trap 'until [ -e {tmp}/go ]; do sleep 0.05; done; exit 0' TERM; echo up; while :; do sleep 0.2; done"
+    stop: {timeout: 20s}
+)" + std::string(kSleeper),
+                          "job[0] out | up");
+  std::string go = sb().tmp() + "/go";
+  EXPECT_EQ(cli({"restart", "--socket", socket(), "job:0"}).code, 0);
+  Cli stopping = cli({"stop", "--socket", socket(), "job:0"});
+  EXPECT_EQ(stopping.code, 0) << stopping.err;
+  EXPECT_THAT(stopping.out, HasSubstr("job:0: stopping"));
+  sb().write("go", "");
+  ASSERT_TRUE(r.wait_for("job[0] stopped", scaled(10s)));
   // A request after the stop is answered after anything the stop set off.
-  Cli status = cli({"status", "--socket", socket, "p"});
+  Cli status = cli({"status", "--socket", socket(), "job"});
   EXPECT_EQ(status.code, 3) << status.out << status.err;
   EXPECT_THAT(status.out, HasSubstr("stopped"));
-  EXPECT_EQ(r.count("p[0] started: pid"), 1u) << r.output();
+  EXPECT_EQ(r.count("job[0] started: pid"), 1u) << r.output();
 
   // And the other way round: a start during an operator's stop wins.
-  ASSERT_EQ(cli({"start", "--socket", socket, "p:0"}).code, 0);
-  ASSERT_TRUE(r.wait_for("p[0] out | up", scaled(10s)));
-  EXPECT_EQ(cli({"stop", "--socket", socket, "p:0"}).code, 0);
-  Cli start = cli({"start", "--socket", socket, "p:0"});
-  EXPECT_THAT(start.out, HasSubstr("p:0: starting once stopped"));
-  ASSERT_TRUE(r.wait_for("p[0] stopped", scaled(10s)));
-  EXPECT_TRUE(r.wait_for("p[0] out | up", scaled(10s)));
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  ASSERT_EQ(::unlink(go.c_str()), 0);
+  ASSERT_EQ(cli({"start", "--socket", socket(), "job:0"}).code, 0);
+  ASSERT_TRUE(r.wait_for("job[0] out | up", scaled(10s)));
+  EXPECT_EQ(cli({"stop", "--socket", socket(), "job:0"}).code, 0);
+  Cli start = cli({"start", "--socket", socket(), "job:0"});
+  EXPECT_THAT(start.out, HasSubstr("job:0: starting once stopped"));
+  sb().write("go", "");
+  ASSERT_TRUE(r.wait_for("job[0] stopped", scaled(10s)));
+  EXPECT_TRUE(r.wait_for("job[0] out | up", scaled(10s)));
+  stop();
 }
 
 // Defect 4: 16 connections that send a whole request and then neither read
 // nor close held every place of the endpoint: a scraper got 0 of 48 answers.
-TEST(HostileClients, ClientsThatTakeNoAnswerDoNotKeepAScraperOut) {
+TEST_F(HostileClients, ClientsThatTakeNoAnswerDoNotKeepAScraperOut) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
   int port = free_port();
   ASSERT_GT(port, 0);
-  std::string cfg = sb.write(
-      "r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n",
-                            "metrics: {listen: 127.0.0.1:" + std::to_string(port) + "}\n"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  supervise(kSleeper, "app[0] started: pid", false,
+            "metrics: {listen: 127.0.0.1:" + std::to_string(port) + "}\n");
   Recycler hold({"hold-metrics", "--port", std::to_string(port), "--clients", "16", "--every",
                  "1.5", "--seconds", secs(12s)},
                 attacker());
@@ -212,27 +234,22 @@ TEST(HostileClients, ClientsThatTakeNoAnswerDoNotKeepAScraperOut) {
                    attacker());
   long answered = figure(scraper, "hostile_client: ");
   EXPECT_GE(answered, 46) << "of 48 scrapes";
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  stop();
 }
 
 // Defect 5: one byte every few seconds kept a request open forever (each
 // byte restarted its deadline), and 64 such clients locked root's own CLI
 // out. A request must end 5 s after its first byte, and a newcomer evicts
 // the oldest client that has no answer coming.
-TEST(HostileClients, SlowRequestsEndOnTimeAndDoNotLockTheCliOut) {
+TEST_F(HostileClients, SlowRequestsEndOnTimeAndDoNotLockTheCliOut) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  supervise(kSleeper, "app[0] started: pid");
   Recycler slow(
-      {"slow-bytes", "--socket", socket, "--clients", "64", "--every", "1", "--seconds", "9"},
+      {"slow-bytes", "--socket", socket(), "--clients", "64", "--every", "1", "--seconds", "9"},
       attacker());
   ASSERT_TRUE(slow.wait_for("hostile_client: 64 connected"));
-  Cli status = cli({"status", "--socket", socket});
+  Cli status = cli({"status", "--socket", socket()});
   EXPECT_EQ(status.code, 0) << status.err;
   std::smatch m;
   ASSERT_TRUE(
@@ -240,15 +257,14 @@ TEST(HostileClients, SlowRequestsEndOnTimeAndDoNotLockTheCliOut) {
                     &m, scaled(30s)));
   EXPECT_GE(std::stoi(m[1]), 63) << "each slow request ends (one gave its place to the CLI)";
   EXPECT_LT(std::stod(m[3]), 7.0) << "5 s after its first byte, not after its last";
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  stop();
 }
 
 // Defect 6: a control socket in a directory anyone may write to (a sticky
 // /tmp) could be bound first by another user, whose forged answers root's
 // CLI printed. Such a directory is refused, and the CLI trusts only a
 // server run by root, by itself or by the config file's owner.
-TEST(HostileClients, AControlSocketAnotherUserCouldTakeIsRefusedAndAnImpostorIsNotBelieved) {
+TEST_F(HostileClients, AControlSocketAnotherUserCouldTakeIsRefusedAndAnImpostorIsNotBelieved) {
   RECYCLER_HOST_ONLY();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run an impostor as nobody";
   Sandbox sb;
@@ -311,20 +327,18 @@ TEST(HostileClients, AControlSocketAnotherUserCouldTakeIsRefusedAndAnImpostorIsN
 // Defect 7: clients that queue answers and read slowly made recycler hold
 // them all (8 MiB a client, 64 clients). A client's next request waits until
 // its last answer is taken, and all clients' unsent output has a cap.
-TEST(HostileClients, ClientsThatQueueAnswersAndDoNotReadMakeRecyclerHoldLittle) {
+TEST_F(HostileClients, ClientsThatQueueAnswersAndDoNotReadMakeRecyclerHoldLittle) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
   // Many events in the ring: each `events` answer is large.
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  many:
+  Recycler& r = supervise(R"(  many:
     command: ["sleep", "1000"]
     instances: 200
-)"));
-  Recycler r({"run", "-c", cfg}, with_honest_rss(in_sandbox(sb)));
-  ASSERT_TRUE(r.wait_for_count("started: pid", 200, scaled(60s)));
+)",
+                          "many[0] started: pid", true);
+  ASSERT_TRUE(r.wait_for_count("started: pid", 199, scaled(60s)));  // and the others
   uint64_t before = rss_kib(r.pid());
-  Recycler hoard({"hoard-events", "--socket", socket, "--clients", "60", "--requests", "40",
+  Recycler hoard({"hoard-events", "--socket", socket(), "--clients", "60", "--requests", "40",
                   "--seconds", secs(4s)},
                  attacker());
   uint64_t peak = before;
@@ -334,80 +348,64 @@ TEST(HostileClients, ClientsThatQueueAnswersAndDoNotReadMakeRecyclerHoldLittle) 
     std::this_thread::sleep_for(20ms);  // sampling RSS while the clients hold their answers
   }
   EXPECT_LT(peak, before + 32 * 1024) << "RSS " << before << " kB before, peak " << peak << " kB";
-  EXPECT_LT(status_latency(socket), scaled(2s));
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  EXPECT_LT(status_latency(socket()), scaled(2s));
+  stop();
 }
 
 // Defect 10: a follower that kept writing had every byte read (and dropped):
 // seconds of recycler's CPU. A follower only listens; one that sends is closed.
-TEST(HostileClients, AFollowerThatWritesIsClosed) {
+TEST_F(HostileClients, AFollowerThatWritesIsClosed) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
-  Recycler writer({"follow-write", "--socket", socket, "--seconds", secs(5s)}, attacker());
+  supervise(kSleeper, "app[0] started: pid");
+  Recycler writer({"follow-write", "--socket", socket(), "--seconds", secs(5s)}, attacker());
   std::smatch m;
   ASSERT_TRUE(
       writer.wait_for(std::regex("closed by the server after ([0-9.]+) s"), &m, scaled(20s)))
       << writer.output();
   EXPECT_LT(std::stod(m[1]), static_cast<double>(scaled(1s).count()) / 1000.0);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  stop();
 }
 
 // Defect 11: of two equal keys nlohmann keeps the last, so a request that
 // read as `status` to a log or a proxy ran a reload.
-TEST(HostileClients, ARequestWithAKeyGivenTwiceIsRefused) {
+TEST_F(HostileClients, ARequestWithAKeyGivenTwiceIsRefused) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
-  UniqueFd fd = connect_unix(socket);
+  Recycler& r = supervise(kSleeper, "app[0] started: pid");
+  UniqueFd fd = connect_unix(socket());
   ASSERT_TRUE(fd);
   std::string line = "{\"command\":\"status\",\"command\":\"reload\"}\n";
   ASSERT_EQ(::write(fd.get(), line.data(), line.size()), static_cast<ssize_t>(line.size()));
   std::string said;
   EXPECT_TRUE(closed_within(fd.get(), scaled(5s), &said));
   EXPECT_EQ(said, "{\"error\":\"key \\\"command\\\" given twice\",\"ok\":false}\n");
-  EXPECT_LT(status_latency(socket), scaled(2s));  // after anything the request set off
+  EXPECT_LT(status_latency(socket()), scaled(2s));  // after anything the request set off
   EXPECT_EQ(r.count("reloaded"), 0u);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  stop();
 }
 
 // Defect 11: a refusal ("too many clients": every place holds a client being
 // answered) came before the CLI's request had gone, and the CLI said "no
 // answer" (exit 4). It reads what the server said: the reason, exit 1.
-TEST(HostileClients, TheCliReportsARefusalWithItsReason) {
+TEST_F(HostileClients, TheCliReportsARefusalWithItsReason) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
-  Sandbox sb;
-  std::string socket = sb.tmp() + "/control.sock";
-  std::string cfg = sb.write("r.yaml", config_yaml(sb, "  app: {command: [sleep, \"1000\"]}\n"));
-  Recycler r({"run", "-c", cfg}, sb);
-  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
-  Recycler busy(
-      {"busy", "--socket", socket, "--clients", "64", "--requests", "2000", "--seconds", secs(20s)},
-      attacker());
+  supervise(kSleeper, "app[0] started: pid");
+  Recycler busy({"busy", "--socket", socket(), "--clients", "64", "--requests", "2000", "--seconds",
+                 secs(20s)},
+                attacker());
   ASSERT_TRUE(busy.wait_for("hostile_client: 64 busy", scaled(30s)));
   // A request larger than the socket's buffer: the CLI is still sending it
   // when the server refuses and closes.
-  std::vector<std::string> args{"restart", "--socket", socket};
+  std::vector<std::string> args{"restart", "--socket", socket()};
   for (int i = 0; i < 4096; ++i) args.push_back(std::string(60, 'a') + std::to_string(i) + ":0");
   Cli refused = cli(args);
   EXPECT_EQ(refused.code, 1) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr("too many clients"));
   busy.signal(SIGTERM);
   busy.wait_exit(10s);
-  r.signal(SIGTERM);
-  EXPECT_EQ(r.exit_code(20s), 0);
+  stop();
 }
 
 // A library planted where another user can write: nobody's file, mode
@@ -434,7 +432,7 @@ struct PlantedLibrary {
 // Defect 3: `check` loaded gpu.nvml to see whether it works: a library
 // another user could write ran its constructor as root. Validating a config
 // runs no code, and `run` loads only a library no other user could write.
-TEST(HostileClients, AnNvmlLibraryAnotherUserCouldWriteIsNeverLoaded) {
+TEST_F(HostileClients, AnNvmlLibraryAnotherUserCouldWriteIsNeverLoaded) {
   RECYCLER_HOST_ONLY();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant nobody's library";
   Sandbox sb;
@@ -468,7 +466,7 @@ programs:
 
 // Defect 3: a preload another user could write went into a root worker
 // without a word.
-TEST(HostileClients, APreloadAnotherUserCouldWriteIsRefused) {
+TEST_F(HostileClients, APreloadAnotherUserCouldWriteIsRefused) {
   RECYCLER_HOST_ONLY();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to plant nobody's library";
   Sandbox sb;
@@ -492,7 +490,7 @@ TEST(HostileClients, APreloadAnotherUserCouldWriteIsRefused) {
 // Defect 9: `listen: unix:` followed a directory nobody owns, with a symlink
 // into a root-only directory: recycler removed a root service's socket there
 // and bound its own. The socket's directory is checked as safe_dir.h says.
-TEST(HostileClients, AListenSocketIsNeverBoundThroughADirectoryAnotherUserControls) {
+TEST_F(HostileClients, AListenSocketIsNeverBoundThroughADirectoryAnotherUserControls) {
   RECYCLER_REQUIRE_CGROUPS();
   RECYCLER_HOST_ONLY();
   Sandbox sb;

@@ -57,6 +57,17 @@ bool accepting(int fd) {
   return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
 }
 
+// A unix stream socket bound at `path` (a file left there once it closes);
+// empty when bind fails.
+UniqueFd bound_at(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  std::snprintf(un.sun_path, sizeof un.sun_path, "%s", path.c_str());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&un), sizeof un) != 0) return UniqueFd();
+  return fd;
+}
+
 class ListenTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,14 +108,7 @@ TEST_F(ListenTest, BindsTcpAndUnixSocketsThatListen) {
 TEST_F(ListenTest, AStaleSocketFileIsReplacedAnythingElseIsRefused) {
   listen::Binder binder(inherited);
   std::string path = dir + "/app.sock";
-  {
-    // A socket file an earlier run left behind.
-    UniqueFd old(::socket(AF_UNIX, SOCK_STREAM, 0));
-    sockaddr_un un{};
-    un.sun_family = AF_UNIX;
-    std::snprintf(un.sun_path, sizeof un.sun_path, "%s", path.c_str());
-    ASSERT_EQ(::bind(old.get(), reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
-  }
+  ASSERT_TRUE(bound_at(path)) << "a socket file an earlier run left behind";
   auto replaced = binder.bind({unix_socket("a", path)}, nullptr);
   EXPECT_TRUE(replaced) << replaced.error().message;
   replaced->reset();
@@ -123,11 +127,8 @@ TEST_F(ListenTest, AStaleSocketFileIsReplacedAnythingElseIsRefused) {
 TEST_F(ListenTest, ALiveSocketOrADirectoryOthersControlIsRefused) {
   listen::Binder binder(inherited);
   std::string path = dir + "/live.sock";
-  UniqueFd live(::socket(AF_UNIX, SOCK_STREAM, 0));
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  std::snprintf(un.sun_path, sizeof un.sun_path, "%s", path.c_str());
-  ASSERT_EQ(::bind(live.get(), reinterpret_cast<sockaddr*>(&un), sizeof un), 0);
+  UniqueFd live = bound_at(path);
+  ASSERT_TRUE(live);
   ASSERT_EQ(::listen(live.get(), 8), 0);
   auto taken = binder.bind({unix_socket("a", path)}, nullptr);
   ASSERT_FALSE(taken);
