@@ -11,8 +11,9 @@
 
 namespace recycler::units {
 
-// Sizes: "1048576", "512K", "512KiB", "512M", "512MiB", "1.5G", "2GiB", "1T", "1TiB", with an
-// optional "B" for plain bytes ("4096B"). K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024.
+// Sizes: "512K", "512KiB", "512M", "512MiB", "1.5G", "2GiB", "1T", "1TiB", "4096B" for plain
+// bytes, and "0". A bare number other than 0 is refused: the unit is required, as it is for
+// durations. K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024.
 // Decimal units ("MB", "GB") are rejected as ambiguous. Fractions round down to whole bytes.
 // Returns nullopt and sets *error to a sentence fragment ("unknown unit \"MB\" ...") on failure.
 std::optional<uint64_t> parse_size(std::string_view text, std::string* error = nullptr);

@@ -157,6 +157,7 @@ constexpr double kMaxCpus = 1024;
 constexpr unsigned kMaxCrashLoop = 1'000'000;
 constexpr Duration kMinSampleInterval = 10ms;
 constexpr uint64_t kMinTimelineSize = 64 << 10;  // a header and some rows
+constexpr uint64_t kMinMemoryLimit = 1 << 20;  // limits.memory_max/memory_high
 constexpr unsigned kMaxTimelineKeep = 1000;
 constexpr size_t kMaxListen = 64;           // sockets per program
 constexpr unsigned kMaxBacklog = 1u << 20;  // listen() caps it at somaxconn anyway
@@ -397,8 +398,12 @@ void parse_limits(const Field& f, Limits& limits, Report& r) {
     const Field* v = map->get(key);
     if (!v) return std::nullopt;
     auto size = read_size(*v, r);
-    if (size && *size == 0) {
-      r.error(v->mark(), v->path + " must be greater than 0");
+    // Below a mebibyte no program gets as far as its first page of heap:
+    // every start is OOM-killed at once, forever.
+    if (size && *size < kMinMemoryLimit) {
+      r.error(v->mark(), v->path + " (" + format_size(*size) +
+                             ") is too small: no program starts in less than " +
+                             format_size(kMinMemoryLimit));
       return std::nullopt;
     }
     return size;

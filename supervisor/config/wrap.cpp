@@ -65,7 +65,7 @@ WrapYaml wrap_yaml(const WrapFlags& f) {
     // growth that fills --memory-max in about 17 hours, at any size.
     std::string slope;
     if (auto max = units::parse_size(f.memory_max, nullptr))
-      slope = ", min_slope: " + quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "/min");
+      slope = ", min_slope: " + quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "B/min");
     y.add("      - leak: {limit: \"90%\"" + slope + action + "}", "--leak");
   }
   if (!f.max_requests.empty()) {

@@ -142,6 +142,19 @@ TEST(Wrap, ABadFlagValueIsAUsageErrorNamingTheFlag) {
     EXPECT_THAT(r.output(), HasSubstr("recycler: " + c.says));
     EXPECT_THAT(r.output(), ::testing::Not(HasSubstr("started")));
   }
+  // A size without a unit was bytes: --memory-max 512 OOM-killed every start.
+  for (const Case& c : std::vector<Case>{
+           {{"--memory-max", "512"}, "missing unit, e.g. \"512MiB\" (\"512B\" for bytes)"},
+           {{"--memory-max", "512KiB"},
+            "--memory-max 512KiB: no program starts in less than 1 MiB"}}) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "true"});
+    Recycler r(args, Recycler::Options{});
+    EXPECT_EQ(r.exit_code(), 2) << c.says;
+    EXPECT_THAT(r.output(), HasSubstr(c.says));
+    EXPECT_THAT(r.output(), ::testing::Not(HasSubstr("started")));
+  }
   Recycler with_file({"run", "-c", "x.yaml", "--leak"}, Recycler::Options{});
   EXPECT_EQ(with_file.exit_code(), 2);
   EXPECT_THAT(with_file.output(), HasSubstr("apply to -- CMD only"));

@@ -270,6 +270,19 @@ TEST(ProgramName, InvalidNameIsAnErrorAtTheKey) {
                           "to 64 letters, digits, _ . or -, not starting with ."));
 }
 
+// "memory_max: 512" was 512 bytes: every start OOM-killed in 9 ms, forever.
+TEST(Limits, ASizeWithoutAUnitAndALimitNoProgramStartsInAreErrors) {
+  EXPECT_THAT(errors(R"(programs:
+  api:
+    command: [/bin/true]
+    limits: {memory_max: 512, memory_high: 100KiB}
+)"),
+              ElementsAre("test.yaml:4:26: error: programs.api.limits.memory_max: invalid size "
+                          "\"512\": missing unit, e.g. \"512MiB\" (\"512B\" for bytes)",
+                          "test.yaml:4:44: error: programs.api.limits.memory_high (100 KiB) is "
+                          "too small: no program starts in less than 1 MiB"));
+}
+
 // --- Structure errors ------------------------------------------------------------------
 
 TEST(Structure, DuplicateKeyNamesTheFirstOccurrence) {

@@ -295,8 +295,8 @@ TEST(Values, MemoryHighAboveMemoryMaxIsAnErrorAtMemoryHigh) {
 
 TEST(Values, ZeroMemoryLimitIsRejected) {
   EXPECT_THAT(errors("programs: {a: {command: [/bin/true], limits: {memory_max: 0}}}"),
-              ElementsAre("test.yaml:1:59: error: programs.a.limits.memory_max must be greater "
-                          "than 0"));
+              ElementsAre("test.yaml:1:59: error: programs.a.limits.memory_max (0 B) is too "
+                          "small: no program starts in less than 1 MiB"));
 }
 
 TEST(Values, BackoffMaxBelowInitialIsAnErrorAtMax) {

@@ -89,9 +89,9 @@ TEST(WrapFlags, LeakScalesItsMinimumSlopeToTheMemoryLimit) {
   ASSERT_EQ(p.policies.size(), 1u);
   EXPECT_EQ(p.policies[0].name, "leak");
   EXPECT_THAT(p.policies[0].source, HasSubstr("90%"));
-  EXPECT_THAT(p.policies[0].source, HasSubstr("1048576/min"));  // 1 MiB/min at 1 GiB
+  EXPECT_THAT(p.policies[0].source, HasSubstr("1048576B/min"));  // 1 MiB/min at 1 GiB
   f.memory_max = "256MiB";
-  EXPECT_THAT(built(f).policies[0].source, HasSubstr("262144/min"));
+  EXPECT_THAT(built(f).policies[0].source, HasSubstr("262144B/min"));
 }
 
 TEST(WrapFlags, CheckpointSetsTheSignalAndTheActionOfMemoryAndLeak) {

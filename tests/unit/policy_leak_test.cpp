@@ -298,7 +298,7 @@ TEST_F(ExactLine, PredictedSecondsIsTheTimeLeftToTheLimit) {
 }
 
 TEST_F(ExactLine, AnAbsoluteLimitHasNoOriginInTheReason) {
-  EXPECT_THAT(fire("{horizon: 20m, limit: 2899102924}").decision.reason,
+  EXPECT_THAT(fire("{horizon: 20m, limit: 2899102924B}").decision.reason,
               HasSubstr(", 1.96 GiB of 2.7 GiB, limit in 19m56s"));
 }
 

@@ -47,7 +47,7 @@ TEST_P(AcceptedSize, ParsesToBytes) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryForm, AcceptedSize,
-    testing::Values(SizeCase{"0", 0}, SizeCase{"1048576", 1048576}, SizeCase{"4096B", 4096},
+    testing::Values(SizeCase{"0", 0}, SizeCase{"0.0", 0}, SizeCase{"4096B", 4096},
                     SizeCase{"512K", 512 * KiB}, SizeCase{"512k", 512 * KiB},
                     SizeCase{"512KiB", 512 * KiB}, SizeCase{"512Ki", 512 * KiB},
                     SizeCase{"512M", 512 * MiB}, SizeCase{"512m", 512 * MiB},
@@ -55,12 +55,19 @@ INSTANTIATE_TEST_SUITE_P(
                     SizeCase{"1.5g", GiB + GiB / 2}, SizeCase{"2GiB", 2 * GiB},
                     SizeCase{"2gib", 2 * GiB}, SizeCase{"1T", TiB}, SizeCase{"1t", TiB},
                     SizeCase{"1TiB", TiB}, SizeCase{"512 MiB", 512 * MiB},
-                    SizeCase{"18446744073709551615", std::numeric_limits<uint64_t>::max()}));
+                    SizeCase{"18446744073709551615B", std::numeric_limits<uint64_t>::max()}));
 
 TEST(ParseSize, FractionsRoundDownToWholeBytes) {
   EXPECT_EQ(parse_size("1.1G"), 1181116006u);  // 1.1 * 2^30 = 1181116006.4
   EXPECT_EQ(parse_size("0.9K"), 921u);         // 921.6
   EXPECT_EQ(parse_size("1.6GiB"), 1717986918u);
+}
+
+// "memory_max: 512" was 512 bytes: every start OOM-killed in 9 ms, with no word.
+TEST(ParseSize, RejectsABareNumberOtherThanZero) {
+  EXPECT_EQ(size_error("512"), "missing unit, e.g. \"512MiB\" (\"512B\" for bytes)");
+  EXPECT_EQ(size_error("1048576"), "missing unit, e.g. \"1048576MiB\" (\"1048576B\" for bytes)");
+  EXPECT_EQ(size_error("0.5"), "missing unit, e.g. \"0.5MiB\" (\"0.5B\" for bytes)");
 }
 
 TEST(ParseSize, RejectsEmptyText) {
