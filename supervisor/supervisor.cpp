@@ -503,6 +503,19 @@ void Supervisor::on_notify(const std::string& program, const notify::NotifySocke
                 d.pid, notify_malformed_, message.problems.front());
   }
   if (foreign) return;
+  // A worker that says RECYCLER_REQUEST=1 (not ..._REQUESTS) is never
+  // recycled by its request count: tell the operator, once per program.
+  if (message.unknown_key) {
+    auto p = programs_.find(program);
+    if (p != programs_.end() && !p->second.warned_unknown_key) {
+      p->second.warned_unknown_key = true;
+      log::warn(
+          "notify socket: {}: pid {} sent the key {}, which recycler does not know: it is "
+          "ignored (recycler's keys: RECYCLER_REQUESTS, RECYCLER_ITERATION, "
+          "RECYCLER_DEVICE_BYTES, RECYCLER_CHECKPOINTED; warned once per program)",
+          worker->name(), d.pid, *message.unknown_key);
+    }
+  }
   if (message.ready) worker->notified_ready(d.pid);
   ProgramMonitor* m = monitor_of(*worker);
   if (!m) return;

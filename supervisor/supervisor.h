@@ -83,6 +83,8 @@ class Supervisor {
     // (a new config, or nullptr when the program was removed).
     bool replacing = false;
     std::shared_ptr<const config::ProgramConfig> next;
+    // An unknown RECYCLER_* key from its workers has been warned about (once a program).
+    bool warned_unknown_key = false;
   };
 
   // Start-up runs from the loop, a slice at a time (kStartUpSlice of work,

@@ -82,6 +82,8 @@ class Parser {
         return problem(std::string(key) + ": " + std::to_string(*v) + " is over the limit of " +
                        std::to_string(kMaxIteration));
       m_.iteration = *v;
+    } else if (key.starts_with("RECYCLER_") && !m_.unknown_key) {
+      m_.unknown_key = quote(key);
     }
   }
 

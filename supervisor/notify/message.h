@@ -37,12 +37,16 @@ struct NotifyMessage {
   // (a decode, a training step, a batch); the leak policy projects the growth
   // per iteration from the metric's level at each boundary.
   std::optional<uint64_t> iteration;
+  // The first key in recycler's namespace it does not know (RECYCLER_REQUEST,
+  // a typo for RECYCLER_REQUESTS), as quote() prints it: the sender meant
+  // something recycler will never act on.
+  std::optional<std::string> unknown_key;
   // One short description per skipped line, e.g. `RECYCLER_REQUESTS: "abc" is not a number`.
   std::vector<std::string> problems;
 };
 
 // Unknown keys are ignored (systemd defines many: EXTEND_TIMEOUT_USEC, ERRNO,
-// FDSTORE, ...). A line without '=', with an empty key, with a NUL byte or
+// FDSTORE, ...); the first unknown RECYCLER_* key is kept in `unknown_key`. A line without '=', with an empty key, with a NUL byte or
 // with a bad value is recorded in `problems` and skipped; the others count.
 // Values are taken verbatim: a CRLF sender's "\r" stays part of the value.
 NotifyMessage parse_message(std::string_view datagram);

@@ -91,5 +91,40 @@ TEST(Requests, ABusyWorkerWhoseRequestsNobodyCountsIsWarnedAboutOncePerProgram) 
   EXPECT_EQ(r.count("\"event\":\"recycle\""), 0u) << r.output();
 }
 
+// `run --help` once told workers to send RECYCLER_REQUEST=1; recycler knows
+// only RECYCLER_REQUESTS=N, and such a worker was never recycled, silently.
+TEST(Requests, AnUnknownRecyclerKeyIsWarnedAboutOncePerProgram) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "needs Debian's python3 for a worker that sends datagrams";
+  Sandbox sb;
+  // Five misspelt reports, then a right one that reaches the limit: once a
+  // worker is recycled for it, recycler has read the five before it.
+  std::string script = sb.write("typo.py", R"(import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+for _ in range(5):
+    s.sendto(b"RECYCLER_REQUEST=1", os.environ["NOTIFY_SOCKET"])
+s.sendto(b"RECYCLER_REQUESTS=3", os.environ["NOTIFY_SOCKET"])
+time.sleep(1000)
+)");
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  typo:
+    command: [")" + *python + R"(", ")" + script + R"("]
+    instances: 2
+    policies:
+      - max_requests: {limit: 3}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("typo[0] recycle: 3 requests >= limit 3", scaled(20s))) << r.output();
+  ASSERT_TRUE(r.wait_for("typo[1] recycle: 3 requests >= limit 3", scaled(20s))) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(10s), 0);
+  EXPECT_THAT(r.output(), ::testing::ContainsRegex(
+                              R"(notify socket: typo\[[01]\]: pid [0-9]+ sent the key )"
+                              R"("RECYCLER_REQUEST", which recycler does not know: it is ignored)"));
+  EXPECT_EQ(r.count("which recycler does not know"), 1u)
+      << "ten such reports from two workers, one warning\n"
+      << r.output();
+}
+
 }  // namespace
 }  // namespace recycler::testing

@@ -89,6 +89,14 @@ TEST(ParseMessage, UnknownKeysAreIgnoredSilently) {
   EXPECT_THAT(m.problems, IsEmpty());
 }
 
+TEST(ParseMessage, AnUnknownKeyInRecyclersNamespaceIsKeptForAWarning) {
+  auto m = parse_message("ERRNO=2\nRECYCLER_REQUEST=1\nRECYCLER_ITER=3\nRECYCLER_REQUESTS=2");
+  EXPECT_EQ(m.unknown_key, "\"RECYCLER_REQUEST\"") << "the first one";
+  EXPECT_EQ(m.requests, 2u) << "the known keys still count";
+  EXPECT_THAT(m.problems, IsEmpty()) << "not malformed: a key recycler does not know";
+  EXPECT_FALSE(parse_message("RECYCLER_REQUESTS=1\nX_RECYCLER_Y=1").unknown_key);
+}
+
 TEST(ParseMessage, EmptyLinesAreFine) {
   auto m = parse_message("\nREADY=1\n\n\n");
   EXPECT_TRUE(m.ready);
