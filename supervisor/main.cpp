@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -335,7 +336,8 @@ int main(int argc, char** argv) {
                       "SIG (SIGUSR1) and wait for RECYCLER_CHECKPOINTED=1 on its notify socket");
   run_cmd->add_option("--max-requests", wrap.max_requests,
                       "Wrap mode: restart the command after N[+JITTER] requests (reported as "
-                      "RECYCLER_REQUEST=1 on its notify socket), e.g. 1000+100");
+                      "RECYCLER_REQUESTS=N on its notify socket: N requests since its last "
+                      "message), e.g. 1000+100");
   run_cmd->add_option("--max-lifetime", wrap.max_lifetime,
                       "Wrap mode: restart the command after DUR[+JITTER] of uptime, e.g. 6h+30m");
   run_cmd->add_option("--timeline", wrap.timeline,
@@ -390,6 +392,21 @@ int main(int argc, char** argv) {
   replay_cmd->footer(kReplayHelp);
 
   control::Cli control(app);
+
+  // "recycler stauts": CLI11 would say only that an argument was not
+  // expected; name the command that was meant, as config keys do.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    std::string word = argv[1];
+    if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
+      std::string guess = units::suggest(word, commands);
+      std::cerr << "recycler: unknown command " << units::quote(word)
+                << (guess.empty() ? "" : "; did you mean \"" + guess + "\"?") << "\n"
+                << "Run 'recycler --help' for the commands.\n";
+      return kUsageError;
+    }
+  }
 
   try {
     app.parse(argc, argv);

@@ -57,6 +57,18 @@ constexpr const char* kTwoSleepers = R"(  web:
     stop: {timeout: 2s}
 )";
 
+// "recycler stauts" said only that an argument was not expected.
+TEST(Cli, AMistypedCommandNamesTheOneMeant) {
+  Recycler typo({"stauts"}, Recycler::Options{});
+  EXPECT_EQ(typo.exit_code(), 2);
+  EXPECT_THAT(typo.output(), HasSubstr("recycler: unknown command \"stauts\"; did you mean "
+                                       "\"status\"?"));
+  Recycler far({"frobnicate"}, Recycler::Options{});
+  EXPECT_EQ(far.exit_code(), 2);
+  EXPECT_THAT(far.output(), HasSubstr("recycler: unknown command \"frobnicate\"\nRun "
+                                      "'recycler --help' for the commands."));
+}
+
 TEST_F(Control, StatusWhileWorkersRunAfterARecycleAndAfterACrash) {
   std::string cfg = write_config(std::string(kTwoSleepers) + R"(  crasher:
     command: "sleep 0.2; exit 3"
