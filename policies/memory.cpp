@@ -46,6 +46,7 @@ class Memory final : public Policy {
 
   std::string_view name() const override { return "memory"; }
   std::optional<std::string_view> metric() const override { return to_string(metric_); }
+  bool per_process() const override { return scope_.process; }
   std::optional<uint64_t> limit(const std::optional<uint64_t>& memory_max) const override {
     if (gpu_metric(metric_)) return std::nullopt;
     return limit_.resolve(memory_max);

@@ -134,6 +134,9 @@ class Policy {
   // whose memory_max is `memory_max` (empty where it is a share of a GPU);
   // empty for policies that watch no memory figure.
   virtual std::optional<std::string_view> metric() const { return std::nullopt; }
+  // That figure and limit are each process's (scope: process), not the
+  // worker's: status compares the largest process with the limit.
+  virtual bool per_process() const { return false; }
   virtual std::optional<uint64_t> limit(const std::optional<uint64_t>& memory_max) const {
     (void)memory_max;
     return std::nullopt;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace recycler {
 namespace {
 
@@ -68,8 +70,25 @@ void StatusCounters::observe(std::string_view event, const log::Fields& fields) 
     ++exits_[reason];
     ++exits_by_[{text(fields, "program"), reason}];
   } else if (event == "recycle") {
-    ++recycles_[{text(fields, "program"), text(fields, "policy"), text(fields, "action")}];
+    std::string program = text(fields, "program");
+    std::string action = text(fields, "action");
+    ++recycles_[{program, text(fields, "policy"), action}];
+    auto slot = integer(fields, "slot");
+    if (!find(fields, "slot") || slot < 0 || slot > std::numeric_limits<unsigned>::max()) return;
+    SlotRecycles& r = slots_[{program, static_cast<unsigned>(slot)}];
+    r.last_was_process = action == "signal";
+    if (r.last_was_process) {
+      ++r.processes;
+      r.last_process_reason = fmt::format("pid {}: {} ({} policy)", integer(fields, "pid"),
+                                          text(fields, "reason"), text(fields, "policy"));
+    }
   }
+}
+
+const StatusCounters::SlotRecycles* StatusCounters::slot(const std::string& program,
+                                                         unsigned slot) const {
+  auto it = slots_.find({program, slot});
+  return it == slots_.end() ? nullptr : &it->second;
 }
 
 void StatusCounters::fill(SupervisorStatus& status) const {

@@ -31,6 +31,18 @@ struct OutlookStatus {
   double seconds_to_limit = 0;
 };
 
+// One process of a worker whose policies look at each process (a pre-fork
+// server's master and workers under scope: process), from its last sample.
+struct ProcessStatus {
+  pid_t pid = 0;
+  bool main = false;       // the worker's main process (the master)
+  bool recycling = false;  // signalled, or waiting its turn
+  // Its figure of WorkerStatus::memory_metric (rss, pss, uss or gpu), bytes.
+  std::optional<uint64_t> memory;
+  std::optional<uint64_t> requests;       // served since it was first seen
+  std::optional<uint64_t> request_limit;  // the limit drawn for it (jitter included)
+};
+
 struct WorkerStatus {
   std::string program;
   unsigned slot = 0;
@@ -40,13 +52,23 @@ struct WorkerStatus {
   double uptime_s = 0;                // of the current run; 0 when none runs
   std::optional<int64_t> start_time;  // of the current run, unix seconds
   unsigned generation = 0;
-  uint64_t restarts_recycles = 0;  // starts that followed a recycle
-  uint64_t restarts_crashes = 0;   // runs that ended on their own, not cleanly
+  // Starts that followed a recycle, and processes recycled one by one (scope: process).
+  uint64_t restarts_recycles = 0;
+  uint64_t process_recycles = 0;  // of those, the processes recycled one by one
+  uint64_t restarts_crashes = 0;  // runs that ended on their own, not cleanly
   // Every figure of the last sample that is known, bytes: anon, current, file,
   // rss, pss, uss, device, gpu, gpu_total.
   std::map<std::string, uint64_t> memory;
-  std::string memory_metric;      // what its policies watch ("current" when none says)
+  std::string memory_metric;  // what its policies watch ("current" when none says)
+  // "process" where that policy watches each process (scope: process): then
+  // `limit` is each process's and `process_memory` the largest process's
+  // figure, while memory[memory_metric] stays the sum over the processes.
+  std::string memory_scope = "worker";
   std::optional<uint64_t> limit;  // that metric's limit, else the cgroup's memory_max
+  std::optional<uint64_t> process_memory;
+  // Its processes (at most kMaxStatusProcesses, largest first) where a
+  // policy looks at each process or counts each one's requests; else empty.
+  std::vector<ProcessStatus> processes;
   std::optional<uint64_t> requests;
   std::optional<uint32_t> threads;
   std::vector<OutlookStatus> outlooks;
@@ -54,6 +76,9 @@ struct WorkerStatus {
 
   bool running() const { return state == "running"; }
 };
+
+// Processes listed per worker in status (a pre-fork server has a few dozen).
+inline constexpr size_t kMaxStatusProcesses = 256;
 
 struct ProgramStatus {
   std::string name;
@@ -95,14 +120,25 @@ struct SupervisorStatus {
 // Counts exits and recycles from the log events that report them.
 class StatusCounters {
  public:
+  // A worker slot's processes recycled one by one (scope: process), and
+  // whether the slot's last recycle was one of them, with its reason
+  // ("pid 4242: uss 201 MiB > 200 MiB (memory policy)").
+  struct SlotRecycles {
+    uint64_t processes = 0;
+    bool last_was_process = false;
+    std::string last_process_reason;
+  };
   // Every structured event (log::event): "exit" and "oom_kill" count an exit
   // by its reason, "recycle" a recycle by program, policy and action; others
   // are ignored.
   void observe(std::string_view event, const log::Fields& fields);
   // Copies the totals into `status` (recycles, oom_kills, exits, exits_by, recycles_by).
   void fill(SupervisorStatus& status) const;
+  // nullptr before the slot's first recycle.
+  const SlotRecycles* slot(const std::string& program, unsigned slot) const;
 
  private:
+  std::map<std::pair<std::string, unsigned>, SlotRecycles> slots_;
   std::map<ExitReason, uint64_t> exits_;
   std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by_;
   std::map<RecycleCountKey, uint64_t> recycles_;

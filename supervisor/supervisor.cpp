@@ -826,6 +826,12 @@ WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* mo
   s.restarts_recycles = w.recycles();
   s.restarts_crashes = w.crashes();
   s.last_recycle_reason = w.last_recycle_reason();
+  // A pre-fork server's processes recycled one by one count as its recycles.
+  if (const StatusCounters::SlotRecycles* r = counters_.slot(cfg.name, w.slot())) {
+    s.process_recycles = r->processes;
+    s.restarts_recycles += r->processes;
+    if (r->last_was_process) s.last_recycle_reason = r->last_process_reason;
+  }
   if (s.pid) {
     auto up = timers_.now() - w.started_at();
     s.uptime_s = std::chrono::duration<double>(up).count();
@@ -834,14 +840,20 @@ WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* mo
                        .count();
   }
   s.memory_metric = "current";
+  std::optional<policies::Metric> process_metric;
+  bool per_process = false;  // some policy looks at each process
   for (const config::PolicyConfig& p : cfg.policies) {
-    if (auto metric = p.policy->metric()) {
-      s.memory_metric = std::string(*metric);
-      s.limit = p.policy->limit(cfg.limits.memory_max);
-      break;
+    if ((p.policy->needs() & policies::kNeedsProcesses) || p.policy->per_process())
+      per_process = true;
+    if (s.memory_metric != "current" || !p.policy->metric()) continue;
+    s.memory_metric = std::string(*p.policy->metric());
+    s.limit = p.policy->limit(cfg.limits.memory_max);
+    if (p.policy->per_process()) {
+      s.memory_scope = "process";
+      process_metric = policies::parse_metric(s.memory_metric);
     }
   }
-  if (!s.limit) s.limit = cfg.limits.memory_max;
+  if (!s.limit && s.memory_scope == "worker") s.limit = cfg.limits.memory_max;
   const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
   const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
   if (last && s.pid) {
@@ -851,6 +863,23 @@ WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* mo
       if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
     s.threads = last->threads;
     s.requests = controller->requests_served(w.slot());
+    if (per_process) {
+      for (const policies::ProcessSample& p : last->processes) {
+        ProcessStatus& ps = s.processes.emplace_back();
+        ps.pid = p.pid;
+        ps.main = p.main;
+        ps.recycling = p.recycling;
+        if (process_metric) ps.memory = policies::value(p, *process_metric);
+        ps.requests = p.requests;
+        ps.request_limit = controller->process_request_limit(w.slot(), p.pid);
+        if (ps.memory) s.process_memory = std::max(s.process_memory.value_or(0), *ps.memory);
+      }
+      std::stable_sort(s.processes.begin(), s.processes.end(),
+                       [](const ProcessStatus& a, const ProcessStatus& b) {
+                         return a.memory.value_or(0) > b.memory.value_or(0);
+                       });
+      if (s.processes.size() > kMaxStatusProcesses) s.processes.resize(kMaxStatusProcesses);
+    }
     for (auto [policy, outlook] : controller->outlooks(w.slot()))
       s.outlooks.push_back(
           {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});

@@ -57,7 +57,9 @@ Cli::Cli(CLI::App& app) : s_(std::make_unique<State>()) {
   s.events = app.add_subcommand("events", "Recent decisions and lifecycle events");
   add_common(s.events, s.options);
   s.events->add_flag("-f,--follow", s.follow, "Then print live events as they come");
-  s.top = app.add_subcommand("top", "A live view of the workers, largest memory first");
+  s.top = app.add_subcommand(
+      "top",
+      "A live view of the workers, largest memory first, with the processes of each (q quits)");
   add_common(s.top, s.options);
   s.top->add_option("--interval", s.interval, "Seconds between refreshes")
       ->check(CLI::Range(0.1, 3600.0))

@@ -1,13 +1,17 @@
 #include "supervisor/control/client.h"
 
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -224,7 +228,7 @@ int status_command(const ClientOptions& o, const std::vector<std::string>& progr
   if (o.json)
     std::cout << dump(j->value("workers", Json::array())) << "\n";
   else
-    std::cout << status_table(workers);
+    std::cout << status_table(workers, !programs.empty());
   return status_exit_code(workers);
 }
 
@@ -323,11 +327,95 @@ int events_command(const ClientOptions& o, bool follow) {
   return kExitUnreachable;
 }
 
+namespace {
+
+// top's keyboard: stdin a terminal, read a key at a time without echo, for
+// as long as top runs (also when a signal ends it).
+struct termios top_saved_termios {};
+void restore_terminal() {
+  ::tcsetattr(STDIN_FILENO, TCSANOW, &top_saved_termios);
+}
+void restore_and_die(int sig) {
+  restore_terminal();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+class RawKeys {
+ public:
+  RawKeys() {
+    if (::isatty(STDIN_FILENO) != 1 || ::tcgetattr(STDIN_FILENO, &top_saved_termios) != 0) return;
+    struct termios raw = top_saved_termios;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) std::signal(sig, restore_and_die);
+    active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawKeys() {
+    if (active_) restore_terminal();
+  }
+  RawKeys(const RawKeys&) = delete;
+  RawKeys& operator=(const RawKeys&) = delete;
+
+  // Waits up to `seconds` for a key; true when it was q (or the input ended).
+  bool quit_within(double seconds) const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      if (!active_) {
+        std::this_thread::sleep_for(left);  // the refresh rate; no keyboard to read
+        return false;
+      }
+      struct pollfd in {
+        STDIN_FILENO, POLLIN, 0
+      };
+      int n = ::poll(&in, 1, static_cast<int>(left.count()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      char key = 0;
+      ssize_t got = ::read(STDIN_FILENO, &key, 1);
+      if (got == 0) return true;
+      if (got == 1 && (key == 'q' || key == 'Q')) return true;
+    }
+  }
+
+ private:
+  bool active_ = false;
+};
+
+// Each line cut to the terminal's width (without splitting a UTF-8
+// character): a long reason would wrap and push the view off the screen.
+std::string fit_width(const std::string& text) {
+  struct winsize ws {};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return text;
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (line.size() > ws.ws_col) {
+      size_t cut = ws.ws_col;
+      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xc0) == 0x80) --cut;
+      line.resize(cut);
+    }
+    out += line;
+    if (nl == std::string::npos) break;
+    out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 int top_command(const ClientOptions& o, double interval_s, unsigned count) {
   bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  RawKeys keys;
   for (unsigned i = 0; count == 0 || i < count; ++i) {
-    if (i > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));  // the refresh rate
+    if (i > 0 && keys.quit_within(interval_s)) break;
     Request r;
     r.command = Command::Status;
     auto j = ask(o, r);
@@ -339,8 +427,11 @@ int top_command(const ClientOptions& o, double interval_s, unsigned count) {
       std::cout << dump(j->value("workers", Json::array())) << "\n";
     } else {
       // Home and clear to the end: the view is redrawn in place.
-      if (terminal) std::cout << "\x1b[H\x1b[2J";
-      std::cout << "recycler: " << escape_text(summary) << "\n" << status_table(workers);
+      std::string view = "recycler: " + escape_text(summary) + "\n" + status_table(workers, true);
+      if (terminal)
+        std::cout << "\x1b[H\x1b[2J" << fit_width(view) << "(q quits)\n";
+      else
+        std::cout << view;
       if (!terminal) std::cout << "\n";
     }
     std::cout.flush();

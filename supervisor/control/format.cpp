@@ -46,7 +46,25 @@ std::string format_outlook(const WorkerStatus& w) {
                      format_uptime(o.seconds_to_limit));
 }
 
-std::string status_table(const std::vector<WorkerStatus>& workers) {
+std::string format_memory(const WorkerStatus& w) {
+  if (w.memory_scope == "process") {
+    // A per-process limit is compared with the largest process; the sum is
+    // said to be one.
+    if (!w.process_memory) return "-";
+    std::string out = w.memory_metric + " " + units::format_size(*w.process_memory) + " largest";
+    if (auto sum = figure(w, w.memory_metric)) out += ", " + units::format_size(*sum) + " sum";
+    return out;
+  }
+  if (auto v = figure(w, w.memory_metric)) return w.memory_metric + " " + units::format_size(*v);
+  return "-";
+}
+
+std::string format_limit(const WorkerStatus& w) {
+  if (!w.limit) return "-";
+  return units::format_size(*w.limit) + (w.memory_scope == "process" ? " each" : "");
+}
+
+std::string status_table(const std::vector<WorkerStatus>& workers, bool processes) {
   using Row = std::vector<std::string>;
   std::vector<Row> rows;
   rows.push_back({"NAME", "STATE", "PID", "UPTIME", "GEN", "RECYCLES", "CRASHES", "MEMORY",
@@ -54,17 +72,29 @@ std::string status_table(const std::vector<WorkerStatus>& workers) {
   for (const WorkerStatus& w : workers) {
     std::string state = w.state;
     if (!w.phase.empty() && w.phase != "none") state += "/" + w.phase;
-    std::string memory = "-";
-    if (auto v = figure(w, w.memory_metric))
-      memory = w.memory_metric + " " + units::format_size(*v);
-    rows.push_back({escape_text(w.program) + "[" + std::to_string(w.slot) + "]", state,
-                    w.pid ? std::to_string(*w.pid) : "-", w.pid ? format_uptime(w.uptime_s) : "-",
-                    std::to_string(w.generation), std::to_string(w.restarts_recycles),
-                    std::to_string(w.restarts_crashes), memory, size_or_dash(figure(w, "current")),
-                    size_or_dash(w.limit), w.requests ? std::to_string(*w.requests) : "-",
-                    w.threads ? std::to_string(*w.threads) : "-", size_or_dash(gpu(w)),
-                    format_outlook(w),
-                    w.last_recycle_reason.empty() ? "-" : escape_text(w.last_recycle_reason)});
+    rows.push_back(
+        {escape_text(w.program) + "[" + std::to_string(w.slot) + "]", state,
+         w.pid ? std::to_string(*w.pid) : "-", w.pid ? format_uptime(w.uptime_s) : "-",
+         std::to_string(w.generation), std::to_string(w.restarts_recycles),
+         std::to_string(w.restarts_crashes), format_memory(w), size_or_dash(figure(w, "current")),
+         format_limit(w), w.requests ? std::to_string(*w.requests) : "-",
+         w.threads ? std::to_string(*w.threads) : "-", size_or_dash(gpu(w)), format_outlook(w),
+         w.last_recycle_reason.empty() ? "-" : escape_text(w.last_recycle_reason)});
+    if (!processes) continue;
+    // Its processes beneath it: the master, then each worker process with
+    // its figure, and its requests out of the limit drawn for it.
+    for (const ProcessStatus& p : w.processes) {
+      std::string memory = "-";
+      if (p.memory) memory = w.memory_metric + " " + units::format_size(*p.memory);
+      std::string requests = p.requests ? std::to_string(*p.requests) : "-";
+      if (p.request_limit) requests += " of " + std::to_string(*p.request_limit);
+      rows.push_back({"  process",
+                      p.recycling ? "recycling"
+                      : p.main    ? "main"
+                                  : "running",
+                      std::to_string(p.pid), "", "", "", "", memory, "", "", requests, "", "", "",
+                      ""});
+    }
   }
   std::vector<size_t> width(rows.front().size(), 0);
   for (const Row& r : rows)
@@ -82,10 +112,14 @@ std::string status_table(const std::vector<WorkerStatus>& workers) {
 }
 
 std::vector<WorkerStatus> by_memory(std::vector<WorkerStatus> workers) {
+  // The figure compared with the limit: the largest process's under scope: process.
+  auto watched = [](const WorkerStatus& w) {
+    if (w.memory_scope == "process") return w.process_memory.value_or(0);
+    return figure(w, w.memory_metric).value_or(0);
+  };
   std::stable_sort(
-      workers.begin(), workers.end(), [](const WorkerStatus& a, const WorkerStatus& b) {
-        return figure(a, a.memory_metric).value_or(0) > figure(b, b.memory_metric).value_or(0);
-      });
+      workers.begin(), workers.end(),
+      [&](const WorkerStatus& a, const WorkerStatus& b) { return watched(a) > watched(b); });
   return workers;
 }
 

@@ -14,8 +14,15 @@ namespace recycler::control {
 std::string format_uptime(double seconds);
 // "+12 MiB/min, limit in 1h4m" of the first outlook; "-" when none.
 std::string format_outlook(const WorkerStatus& w);
-// The table: a header, then one line per slot, in the order given.
-std::string status_table(const std::vector<WorkerStatus>& workers);
+// "uss 150 MiB largest, 408 MiB sum" where a policy watches each process,
+// else "anon 120 MiB"; "-" when unknown.
+std::string format_memory(const WorkerStatus& w);
+// "200 MiB each" for a per-process limit, "512 MiB", or "-".
+std::string format_limit(const WorkerStatus& w);
+// The table: a header, then one line per slot, in the order given; with
+// `processes`, each slot's processes on lines of their own beneath it (a
+// pre-fork server under scope: process).
+std::string status_table(const std::vector<WorkerStatus>& workers, bool processes = false);
 // Slots sorted by the figure their policies watch, largest first (top).
 std::vector<WorkerStatus> by_memory(std::vector<WorkerStatus> workers);
 // Exit status of `recycler status`: 0 when every slot runs, else 3.

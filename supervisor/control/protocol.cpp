@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "policies/base/units.h"
 #include "supervisor/config/parse.h"
@@ -178,6 +179,14 @@ Json to_json(const WorkerStatus& w) {
     outlooks.push_back({{"policy", o.policy},
                         {"slope_bytes_per_s", o.slope_bytes_per_s},
                         {"seconds_to_limit", o.seconds_to_limit}});
+  Json processes = Json::array();
+  for (const ProcessStatus& p : w.processes)
+    processes.push_back({{"pid", p.pid},
+                         {"main", p.main},
+                         {"recycling", p.recycling},
+                         {"memory", optional_json(p.memory)},
+                         {"requests", optional_json(p.requests)},
+                         {"request_limit", optional_json(p.request_limit)}});
   return {{"program", w.program},
           {"slot", w.slot},
           {"state", w.state},
@@ -186,10 +195,16 @@ Json to_json(const WorkerStatus& w) {
           {"uptime_s", w.uptime_s},
           {"start_time", optional_json(w.start_time)},
           {"generation", w.generation},
-          {"restarts", {{"recycles", w.restarts_recycles}, {"crashes", w.restarts_crashes}}},
+          {"restarts",
+           {{"recycles", w.restarts_recycles},
+            {"process_recycles", w.process_recycles},
+            {"crashes", w.restarts_crashes}}},
           {"memory", w.memory},
           {"memory_metric", w.memory_metric},
+          {"memory_scope", w.memory_scope},
           {"limit", optional_json(w.limit)},
+          {"process_memory", optional_json(w.process_memory)},
+          {"processes", std::move(processes)},
           {"requests", optional_json(w.requests)},
           {"threads", optional_json(w.threads)},
           {"outlooks", std::move(outlooks)},
@@ -241,7 +256,32 @@ WorkerStatus worker_from_json(const Json& j) {
   if (auto* v = get("restarts"); v && v->is_object()) {
     w.restarts_recycles = v->value("recycles", uint64_t{0});
     w.restarts_crashes = v->value("crashes", uint64_t{0});
+    w.process_recycles = v->value("process_recycles", uint64_t{0});
   }
+  if (auto* v = get("memory_scope"); v && v->is_string()) w.memory_scope = v->get<std::string>();
+  if (auto* v = get("process_memory"); v && v->is_number_unsigned())
+    w.process_memory = v->get<uint64_t>();
+  constexpr int64_t kMaxPid = std::numeric_limits<pid_t>::max();
+  auto number = [](const Json& o, const char* key) -> std::optional<uint64_t> {
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<uint64_t>();
+  };
+  if (auto* v = get("processes"); v && v->is_array())
+    for (const Json& o : *v) {
+      if (!o.is_object() || w.processes.size() >= kMaxStatusProcesses) continue;
+      ProcessStatus& p = w.processes.emplace_back();
+      if (auto it = o.find("pid"); it != o.end() && it->is_number_integer()) {
+        int64_t pid = it->get<int64_t>();
+        if (pid > 0 && pid <= kMaxPid) p.pid = static_cast<pid_t>(pid);
+      }
+      if (auto it = o.find("main"); it != o.end() && it->is_boolean()) p.main = it->get<bool>();
+      if (auto it = o.find("recycling"); it != o.end() && it->is_boolean())
+        p.recycling = it->get<bool>();
+      p.memory = number(o, "memory");
+      p.requests = number(o, "requests");
+      p.request_limit = number(o, "request_limit");
+    }
   if (auto* v = get("memory"); v && v->is_object())
     for (const auto& [k, n] : v->items())
       if (n.is_number_unsigned()) w.memory[k] = n.get<uint64_t>();

@@ -352,10 +352,11 @@ void RecycleController::restart(unsigned slot, size_t policy, std::string reason
       (policy == kOperator ? std::string() : std::to_string(policy)) + std::string(p));
   if (delay > Duration{0}) {
     event(LogLevel::Warn, "recycle_loop",
-          fmt::format("{} tripped the {} policy again {} after it started (min_uptime {}): "
-                      "it starts near its limit; its next start waits {} (recycle loop {})",
-                      name(slot), p, format_duration(uptime), format_duration(program_->min_uptime),
-                      format_duration(delay), s.guard.loops()),
+          fmt::format(
+              "{} tripped the {} policy again {} after it started (min_uptime {}): "
+              "it reached its limit within min_uptime; its next start waits {} (recycle loop {})",
+              name(slot), p, format_duration(uptime), format_duration(program_->min_uptime),
+              format_duration(delay), s.guard.loops()),
           {{"program", program_->name},
            {"slot", slot},
            {"policy", std::string(p)},
@@ -703,16 +704,23 @@ std::optional<uint64_t> RecycleController::requests_left() const {
   return fewest;
 }
 
+std::optional<uint64_t> RecycleController::process_request_limit(unsigned slot, pid_t pid) const {
+  if (slot >= slots_.size() || !slots_[slot].run) return std::nullopt;
+  const Run& run = *slots_[slot].run;
+  std::optional<uint64_t> limit;
+  for (size_t i = 0; i < policies_.size(); ++i)
+    if (auto l = policies_[i]->process_request_limit(*run.states[i], pid))
+      limit = limit ? std::min(*limit, *l) : *l;
+  return limit;
+}
+
 notify::Answer RecycleController::answer(unsigned slot, pid_t pid) {
   notify::Answer out;
   if (slot >= slots_.size() || !slots_[slot].run) return out;
   Run& run = *slots_[slot].run;
   auto counted = run.pid_requests.find(pid);
   if (counted == run.pid_requests.end()) return out;  // not tracked (kMaxTrackedPids)
-  std::optional<uint64_t> limit;
-  for (size_t i = 0; i < policies_.size(); ++i)
-    if (auto l = policies_[i]->process_request_limit(*run.states[i], pid))
-      limit = limit ? std::min(*limit, *l) : *l;
+  std::optional<uint64_t> limit = process_request_limit(slot, pid);
   if (!limit) return out;
   auto [it, first] = run.told.try_emplace(pid);
   Run::Told& told = it->second;

@@ -218,6 +218,9 @@ class RecycleController {
   // valid until the next event.
   const policies::Sample* last_sample(unsigned slot) const;
   std::optional<uint64_t> requests_served(unsigned slot) const;
+  // The request limit drawn for `pid` (the lowest of the policies that draw
+  // one per process), as answer() tells it; nullopt when none does.
+  std::optional<uint64_t> process_request_limit(unsigned slot, pid_t pid) const;
   // Every request counted for the program since it started (all workers, all
   // generations), and the fewest requests any running worker or process may
   // still serve before a policy acts on it (nullopt when no policy counts

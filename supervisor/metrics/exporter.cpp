@@ -64,10 +64,28 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
           w.sample("recycler_worker_memory_bytes", {program, slot, {"metric", metric}}, bytes);
       });
   per_worker(w, s, "recycler_worker_memory_limit_bytes",
-             "The limit on the memory metric its policies watch (else the cgroup's memory_max).",
+             "The limit on the memory metric its policies watch (else the cgroup's memory_max); "
+             "a limit on each process is recycler_worker_process_memory_limit_bytes.",
              Type::Gauge, [&](const WorkerStatus& x, Label program, Label slot) {
-               if (x.limit)
+               if (x.limit && x.memory_scope != "process")
                  w.sample("recycler_worker_memory_limit_bytes",
+                          {program, slot, {"metric", x.memory_metric}}, *x.limit);
+             });
+  // scope: process: the limit is each process's, so it is compared with the
+  // largest process, never with the worker's sum.
+  per_worker(w, s, "recycler_worker_process_memory_max_bytes",
+             "The largest figure of one of the worker's processes, on the metric a scope: "
+             "process policy watches.",
+             Type::Gauge, [&](const WorkerStatus& x, Label program, Label slot) {
+               if (x.memory_scope == "process" && x.process_memory)
+                 w.sample("recycler_worker_process_memory_max_bytes",
+                          {program, slot, {"metric", x.memory_metric}}, *x.process_memory);
+             });
+  per_worker(w, s, "recycler_worker_process_memory_limit_bytes",
+             "The limit a scope: process policy sets on each of the worker's processes.",
+             Type::Gauge, [&](const WorkerStatus& x, Label program, Label slot) {
+               if (x.memory_scope == "process" && x.limit)
+                 w.sample("recycler_worker_process_memory_limit_bytes",
                           {program, slot, {"metric", x.memory_metric}}, *x.limit);
              });
   per_worker(w, s, "recycler_worker_requests_total",
@@ -94,8 +112,9 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
                w.sample("recycler_worker_generation", {program, slot}, uint64_t{x.generation});
              });
   per_worker(w, s, "recycler_worker_restarts_total",
-             "Restarts of the worker slot, by cause: a recycle, or a crash (its run ended on its "
-             "own, not cleanly).",
+             "Restarts of the worker slot, by cause: a recycle (a process of a pre-fork worker "
+             "recycled on its own counts too), or a crash (its run ended on its own, not "
+             "cleanly).",
              Type::Counter, [&](const WorkerStatus& x, Label program, Label slot) {
                w.sample("recycler_worker_restarts_total", {program, slot, {"cause", "recycle"}},
                         x.restarts_recycles);

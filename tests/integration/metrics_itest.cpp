@@ -78,25 +78,7 @@ std::optional<Reply> scrape(uint16_t port) {
   return http_exchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
-uint16_t metrics_port(Recycler& r) {
-  std::smatch m;
-  if (!r.wait_for(std::regex(R"(metrics: serving http://127\.0\.0\.1:([0-9]+)/metrics)"), &m))
-    return 0;
-  return static_cast<uint16_t>(std::stoi(m[1]));
-}
-
-// The value of the sample whose name and labels are `series` exactly.
-std::optional<double> value(const std::string& body, const std::string& series) {
-  size_t at = 0;
-  while ((at = body.find(series + " ", at)) != std::string::npos) {
-    if (at == 0 || body[at - 1] == '\n') {
-      size_t start = at + series.size() + 1;
-      return std::stod(body.substr(start, body.find('\n', start) - start));
-    }
-    ++at;
-  }
-  return std::nullopt;
-}
+constexpr auto value = metric_value;
 
 // Scrapes until `ok` holds for a body; that body, or nullopt at the deadline.
 std::optional<std::string> scrape_until(Recycler& r, uint16_t port,
@@ -113,25 +95,6 @@ std::optional<std::string> scrape_until(Recycler& r, uint16_t port,
   }
   ADD_FAILURE() << "no scrape matched; last body:\n" << (last ? last->body : "<none>");
   return std::nullopt;
-}
-
-std::optional<std::string> promtool() {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
-    std::string path = std::string(dir) + "/promtool";
-    if (::access(path.c_str(), X_OK) == 0) return path;
-  }
-  return std::nullopt;
-}
-
-// promtool's verdict on a body: its exit status and what it printed.
-std::pair<int, std::string> promtool_check(const std::string& tool, const std::string& body,
-                                           const std::string& tmp) {
-  std::string out = tmp + "/promtool.out";
-  FILE* p = ::popen((tool + " check metrics > " + out + " 2>&1").c_str(), "w");
-  if (!p) return {-1, "popen failed"};
-  std::fwrite(body.data(), 1, body.size(), p);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out)};
 }
 
 constexpr const char* kSleeper = R"(    command: ["sleep", "1000"]

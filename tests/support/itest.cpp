@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -648,6 +649,43 @@ int free_port() {
   socklen_t len = sizeof addr;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   return ntohs(addr.sin_port);
+}
+
+uint16_t metrics_port(Recycler& r) {
+  std::smatch m;
+  if (!r.wait_for(std::regex(R"(metrics: serving http://127\.0\.0\.1:([0-9]+)/metrics)"), &m))
+    return 0;
+  return static_cast<uint16_t>(std::stoi(m[1]));
+}
+
+std::optional<double> metric_value(const std::string& body, const std::string& series) {
+  size_t at = 0;
+  while ((at = body.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || body[at - 1] == '\n') {
+      size_t start = at + series.size() + 1;
+      return std::stod(body.substr(start, body.find('\n', start) - start));
+    }
+    ++at;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> promtool() {
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
+    std::string path = std::string(dir) + "/promtool";
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return std::nullopt;
+}
+
+std::pair<int, std::string> promtool_check(const std::string& tool, const std::string& body,
+                                           const std::string& tmp) {
+  std::string out = tmp + "/promtool.out";
+  FILE* p = ::popen((tool + " check metrics > " + out + " 2>&1").c_str(), "w");
+  if (!p) return {-1, "popen failed"};
+  std::fwrite(body.data(), 1, body.size(), p);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out)};
 }
 
 Response get(int port, const std::string& path) {

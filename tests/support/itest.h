@@ -267,6 +267,21 @@ UniqueFd connect_unix(const std::string& path);
 // Whether the server closed `fd` (EOF) within `timeout`, whatever it sent first.
 bool closed_within(int fd, Millis timeout, std::string* got = nullptr);
 
+// --- Prometheus text (the metrics endpoint) ---
+
+// The port of `metrics: {listen: 127.0.0.1:0}`, from recycler's log; 0 when
+// it never says.
+uint16_t metrics_port(Recycler& r);
+// The value of the sample whose name and labels are `series` exactly
+// (`recycler_worker_up{program="web",slot="0"}`); nullopt when absent.
+std::optional<double> metric_value(const std::string& body, const std::string& series);
+// Debian's promtool (package prometheus), where installed.
+std::optional<std::string> promtool();
+// `promtool check metrics` on `body`: its exit status and what it printed
+// (a scratch file in `tmp`).
+std::pair<int, std::string> promtool_check(const std::string& tool, const std::string& body,
+                                           const std::string& tmp);
+
 // --- HTTP on 127.0.0.1, for the serving tests ---
 
 // A port nobody listens on right now (the kernel's choice); -1 on failure.

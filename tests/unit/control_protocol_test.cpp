@@ -11,7 +11,9 @@
 namespace recycler::control {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ControlProtocol, ARequestNamesACommandAndItsTargets) {
   auto r = parse_request(R"({"command":"restart","targets":["api","web:1"]})");
@@ -140,6 +142,73 @@ TEST(ControlFormat, TheStatusTableHasAlignedColumnsAndEveryFigure) {
   EXPECT_EQ(lines[0].find("STATE"), lines[1].find("running"));
   EXPECT_EQ(lines[0].find("STATE"), lines[2].find("backoff"));
   EXPECT_EQ(lines[0].find("PID"), lines[1].find("100"));
+}
+
+// A pre-fork server under scope: process: the limit is each process's, so
+// the largest process is what the row compares with it, the sum is said to
+// be one, and each process gets a row when asked for.
+WorkerStatus prefork() {
+  WorkerStatus w = worker("web", 0, 0);
+  w.memory = {{"uss", 408u << 20}, {"current", 500u << 20}};
+  w.memory_metric = "uss";
+  w.memory_scope = "process";
+  w.limit = 200u << 20;
+  w.process_memory = 150u << 20;
+  w.processes = {{100, true, false, 18u << 20, std::nullopt, std::nullopt},
+                 {101, false, false, 150u << 20, 17, 23},
+                 {102, false, true, 120u << 20, 21, 21},
+                 {103, false, false, 120u << 20, 3, 20}};
+  return w;
+}
+
+TEST(ControlFormat, APerProcessLimitIsComparedWithTheLargestProcessAndEachHasARow) {
+  std::string table = status_table({prefork()});
+  EXPECT_THAT(table, HasSubstr("uss 150 MiB largest, 408 MiB sum"));
+  EXPECT_THAT(table, HasSubstr("200 MiB each"));
+  EXPECT_THAT(table, Not(HasSubstr("  process"))) << "one line per slot unless asked";
+  std::string rows = status_table({prefork()}, true);
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(rows.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 6u) << rows;
+  EXPECT_THAT(lines[2], ContainsRegex("^  process +main +100 .* uss 18 MiB +-"));
+  EXPECT_THAT(lines[3], ContainsRegex("^  process +running +101 .* uss 150 MiB +17 of 23"));
+  EXPECT_THAT(lines[4], ContainsRegex("^  process +recycling +102 .* 21 of 21"));
+  EXPECT_EQ(lines[0].find("PID"), lines[3].find("101"));
+  EXPECT_EQ(lines[0].find("REQUESTS"), lines[3].find("17 of 23"));
+}
+
+TEST(ControlFormat, TopSortsAPreforkServerByItsLargestProcess) {
+  WorkerStatus sum_is_larger = worker("a", 0, 300u << 20);
+  auto sorted = by_memory({sum_is_larger, prefork()});
+  EXPECT_EQ(sorted[0].program, "a") << "300 MiB against a largest process of 150 MiB";
+}
+
+TEST(ControlProtocol, APreforkWorkersProcessesSurviveItsJson) {
+  WorkerStatus w = prefork();
+  w.process_recycles = 5;
+  w.restarts_recycles = 6;
+  Json j = to_json(w);
+  EXPECT_EQ(j["memory_scope"], "process");
+  EXPECT_EQ(j["process_memory"], 150u << 20);
+  EXPECT_EQ(j["restarts"]["process_recycles"], 5);
+  ASSERT_EQ(j["processes"].size(), 4u);
+  EXPECT_EQ(j["processes"][1]["request_limit"], 23);
+  EXPECT_TRUE(j["processes"][0]["requests"].is_null());
+  WorkerStatus back = worker_from_json(j);
+  EXPECT_EQ(back.memory_scope, "process");
+  EXPECT_EQ(back.process_memory, 150u << 20);
+  EXPECT_EQ(back.process_recycles, 5u);
+  EXPECT_EQ(back.restarts_recycles, 6u);
+  ASSERT_EQ(back.processes.size(), 4u);
+  EXPECT_TRUE(back.processes[0].main);
+  EXPECT_TRUE(back.processes[2].recycling);
+  EXPECT_EQ(back.processes[1].pid, 101);
+  EXPECT_EQ(back.processes[1].memory, 150u << 20);
+  EXPECT_EQ(back.processes[1].requests, 17u);
+  EXPECT_EQ(back.processes[1].request_limit, 23u);
+  EXPECT_FALSE(back.processes[0].request_limit);
+  EXPECT_TRUE(to_json(WorkerStatus{})["processes"].empty());
 }
 
 TEST(ControlFormat, WhatAWorkerNamedIsEscaped) {

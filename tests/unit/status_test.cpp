@@ -44,6 +44,38 @@ TEST(StatusTest, CountersComeFromTheEventsThatReportExitsAndRecycles) {
   EXPECT_EQ(s.exits_by.size(), 4u);
 }
 
+// A pre-fork server's processes recycled one by one (scope: process) are its
+// slot's recycles: status showed RECYCLES 0 after 277 of them.
+TEST(StatusTest, ProcessRecyclesAreCountedPerSlotWithTheLastOnesReason) {
+  StatusCounters counters;
+  EXPECT_EQ(counters.slot("web", 0), nullptr);
+  auto signal = [&](int pid) {
+    counters.observe("recycle", {{"program", "web"},
+                                 {"slot", 0u},
+                                 {"pid", pid},
+                                 {"policy", "max_requests"},
+                                 {"action", "signal"},
+                                 {"reason", "20 requests >= limit 20"}});
+  };
+  signal(101);
+  signal(102);
+  const StatusCounters::SlotRecycles* r = counters.slot("web", 0);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->processes, 2u);
+  EXPECT_TRUE(r->last_was_process);
+  EXPECT_EQ(r->last_process_reason, "pid 102: 20 requests >= limit 20 (max_requests policy)");
+  // Then the whole worker: its own reason is the last one now.
+  counters.observe("recycle", {{"program", "web"},
+                               {"slot", 0u},
+                               {"pid", 100},
+                               {"policy", "memory"},
+                               {"action", "restart"},
+                               {"reason", "anon 1 GiB > 900 MiB"}});
+  EXPECT_EQ(r->processes, 2u);
+  EXPECT_FALSE(r->last_was_process);
+  EXPECT_EQ(counters.slot("web", 1), nullptr) << "another slot";
+}
+
 TEST(StatusTest, EveryExitReasonIsThereEvenWhenNoneHappened) {
   SupervisorStatus s;
   StatusCounters().fill(s);
