@@ -13,6 +13,12 @@
 //                                policy's defaults: window 10m, warmup 2m, horizon 15m)
 //   --checkpoint SIG             checkpoint: {signal: SIG}, and action: checkpoint on
 //                                --recycle-at's and --leak's policies (which it needs)
+//   --checkpoint-timeout DUR     checkpoint: {timeout: DUR} (needs --checkpoint)
+//   (--leak or --checkpoint)     also a backstop, policies: [memory: {limit: 95%}]: the
+//                                leak policy decides nothing during its warm-up, and a
+//                                command that never confirms its checkpoint would meet
+//                                the OOM killer; needs --memory-max, unless --recycle-at
+//                                is at least 95% already
 //   --max-requests N[+JITTER]    policies: [max_requests: {limit: N, jitter: JITTER}]
 //   --max-lifetime DUR[+JITTER]  policies: [max_lifetime: {after: DUR, jitter: JITTER}]
 //   --timeline DIR               timeline: {dir: DIR} (relative to the current directory)
@@ -38,6 +44,7 @@ struct WrapFlags {
   std::string recycle_at;
   bool leak = false;
   std::string checkpoint;
+  std::string checkpoint_timeout;
   std::string max_requests;
   std::string max_lifetime;
   std::string timeline;

@@ -86,7 +86,7 @@ TEST(WrapFlags, LeakScalesItsMinimumSlopeToTheMemoryLimit) {
   f.memory_max = "1GiB";
   f.leak = true;
   ProgramConfig p = built(f);
-  ASSERT_EQ(p.policies.size(), 1u);
+  ASSERT_EQ(p.policies.size(), 2u) << "the leak policy and its backstop";
   EXPECT_EQ(p.policies[0].name, "leak");
   EXPECT_THAT(p.policies[0].source, HasSubstr("90%"));
   EXPECT_THAT(p.policies[0].source, HasSubstr("1048576B/min"));  // 1 MiB/min at 1 GiB
@@ -103,10 +103,51 @@ TEST(WrapFlags, CheckpointSetsTheSignalAndTheActionOfMemoryAndLeak) {
   f.checkpoint = "SIGUSR2";
   ProgramConfig p = built(f);
   EXPECT_EQ(p.checkpoint.signal, SIGUSR2);
-  ASSERT_EQ(p.policies.size(), 3u);
+  ASSERT_EQ(p.policies.size(), 4u);
   EXPECT_THAT(p.policies[0].source, HasSubstr("checkpoint"));
   EXPECT_THAT(p.policies[1].source, HasSubstr("checkpoint"));
-  EXPECT_THAT(p.policies[2].source, ::testing::Not(HasSubstr("checkpoint")));
+  EXPECT_EQ(p.policies[2].source, "{memory: {limit: 95%}}") << "the backstop restarts";
+  EXPECT_THAT(p.policies[3].source, ::testing::Not(HasSubstr("checkpoint")));
+}
+
+// A 20 MB/s leaker under --memory-max 512MiB --leak was OOM-killed at 26 s:
+// the leak policy decides nothing during its 2 min warm-up. And a trainer
+// that ignores its checkpoint signal met the OOM killer 2.7 s after it. A
+// memory policy at 95% of --memory-max restarts either first.
+TEST(WrapFlags, LeakAndCheckpointGetABackstopAt95PercentWhereNothingRestartsSooner) {
+  auto backstops = [](const WrapFlags& f) {
+    int n = 0;
+    for (const PolicyConfig& p : built(f).policies) n += p.source == "{memory: {limit: 95%}}";
+    return n;
+  };
+  WrapFlags f = flags();
+  f.memory_max = "512MiB";
+  f.leak = true;
+  EXPECT_EQ(backstops(f), 1);
+  f.recycle_at = "80%";
+  EXPECT_EQ(backstops(f), 0) << "--recycle-at restarts it at 80% already";
+  f.checkpoint = "USR1";
+  EXPECT_EQ(backstops(f), 1) << "--recycle-at asks for a checkpoint now";
+  f.recycle_at = "500MiB";
+  EXPECT_EQ(backstops(f), 0) << "above 95% of 512 MiB: nothing to restart sooner";
+  f.recycle_at = "400MiB";
+  EXPECT_EQ(backstops(f), 1);
+}
+
+TEST(WrapFlags, CheckpointTimeoutSetsTheTimeoutAndNeedsCheckpoint) {
+  WrapFlags f = flags();
+  f.memory_max = "1GiB";
+  f.leak = true;
+  f.checkpoint = "USR1";
+  f.checkpoint_timeout = "30s";
+  EXPECT_EQ(built(f).checkpoint.timeout, std::chrono::seconds(30));
+  f.checkpoint_timeout = "soon";
+  EXPECT_THAT(errors(f), ElementsAre(HasSubstr("--checkpoint-timeout soon: ")));
+  WrapFlags alone = flags();
+  alone.checkpoint_timeout = "30s";
+  EXPECT_THAT(errors(alone),
+              ElementsAre("--checkpoint-timeout 30s: needs --checkpoint (the signal that asks "
+                          "for the checkpoint)"));
 }
 
 TEST(WrapFlags, TimelineIsRelativeToTheCurrentDirectory) {
