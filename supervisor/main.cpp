@@ -20,6 +20,7 @@
 #include <iostream>
 
 #include "policies/base/units.h"
+#include "policies/metric.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/config/wrap.h"
@@ -138,11 +139,12 @@ int run_command(const RunOptions& o) {
   if (!o.config_file.empty()) {
     const config::WrapFlags& w = o.wrap;
     if (!w.name.empty() || !w.memory_max.empty() || w.threads || !w.recycle_at.empty() || w.leak ||
-        !w.checkpoint.empty() || !w.max_requests.empty() || !w.max_lifetime.empty() ||
-        !w.timeline.empty() || !o.metrics.empty())
+        !w.checkpoint.empty() || !w.checkpoint_timeout.empty() || !w.max_requests.empty() ||
+        !w.max_lifetime.empty() || !w.timeline.empty() || !o.metrics.empty())
       return usage_error(
           "--name, --memory-max, --threads, --recycle-at, --leak, --checkpoint, "
-          "--max-requests, --max-lifetime, --timeline and --metrics apply to -- CMD only; set "
+          "--checkpoint-timeout, --max-requests, --max-lifetime, --timeline and --metrics apply "
+          "to -- CMD only; set "
           "them in the config file");
     config::LoadResult loaded = config::load_file(o.config_file);
     if (int status = print_diagnostics(loaded)) return status;
@@ -292,6 +294,20 @@ int replay_command(const ReplayArgs& a) {
               << " at " << r.t << " s (" << r.policy << " policy)";
   }
   std::cerr << "\n";
+  // "0 decisions" from a column the trace never filled is no verdict on the
+  // policy: say so.
+  for (const config::PolicyConfig& p : program->policies) {
+    auto name = p.policy->metric();
+    auto metric = name ? policies::parse_metric(*name) : std::nullopt;
+    if (!metric) continue;
+    bool filled = std::any_of(samples->begin(), samples->end(), [&](const policies::Sample& s) {
+      return policies::value(s, *metric).has_value();
+    });
+    if (!filled)
+      std::cerr << "recycler: note: the " << p.name << " policy reads " << *name << ", a column "
+                << (samples->empty() ? "of an empty trace" : "no row of this trace fills")
+                << ": it could not decide anything here\n";
+  }
   return 0;
 }
 
@@ -330,10 +346,17 @@ int main(int argc, char** argv) {
                       "(512MiB) or PCT of --memory-max (80%): the memory policy");
   run_cmd->add_flag("--leak", wrap.leak,
                     "Wrap mode: restart the command when its memory grows steadily towards 90% "
-                    "of --memory-max and would reach it within 15m: the leak policy");
+                    "of --memory-max and would reach it within 15m: the leak policy (it decides "
+                    "after a warm-up of 2m; a memory policy at 95% of --memory-max restarts the "
+                    "command meanwhile)");
   run_cmd->add_option("--checkpoint", wrap.checkpoint,
                       "Wrap mode: before --recycle-at or --leak restart the command, send it "
-                      "SIG (SIGUSR1) and wait for RECYCLER_CHECKPOINTED=1 on its notify socket");
+                      "SIG (SIGUSR1) and wait for RECYCLER_CHECKPOINTED=1 on its notify socket "
+                      "(a command that never confirms is restarted at 95% of --memory-max, "
+                      "before the kernel kills it)");
+  run_cmd->add_option("--checkpoint-timeout", wrap.checkpoint_timeout,
+                      "Wrap mode: how long to wait for RECYCLER_CHECKPOINTED=1 before restarting "
+                      "the command without one (default 5m)");
   run_cmd->add_option("--max-requests", wrap.max_requests,
                       "Wrap mode: restart the command after N[+JITTER] requests (reported as "
                       "RECYCLER_REQUESTS=N on its notify socket: N requests since its last "

@@ -41,6 +41,29 @@ TEST(Replay, ATraceWhereNothingFiresExitsZeroToo) {
   EXPECT_EQ(r.count("{"), 0u) << r.output();
 }
 
+// "0 decisions" from a policy on rss over a trace of cgroup figures only is
+// no verdict on the policy.
+TEST(Replay, APolicyOnAColumnTheTraceNeverFilledIsNamed) {
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", R"(programs:
+  app:
+    command: ["true"]
+    policies:
+      - memory: {metric: rss, limit: 300MiB}
+)");
+  std::string trace = sb.write("t.csv", "t,anon,rss\n0,100,\n1,200,\n");
+  Recycler r({"replay", "-c", cfg, trace}, Recycler::Options{});
+  EXPECT_TRUE(r.wait_for("0 decisions"));
+  EXPECT_TRUE(
+      r.wait_for("recycler: note: the memory policy reads rss, a column no row of this "
+                 "trace fills: it could not decide anything here"));
+  EXPECT_EQ(r.exit_code(), 0);
+  Recycler filled({"replay", "-c", kCorpus, "--program", "host", kFixtures + "/corpus/flat.csv"},
+                  Recycler::Options{});
+  EXPECT_EQ(filled.exit_code(), 0);
+  EXPECT_EQ(filled.count("note:"), 0u) << filled.output();
+}
+
 TEST(Replay, ABadTraceIsReportedAsFileLineColumnWithExitStatus2) {
   Recycler r({"replay", "-c", kCorpus, "--program", "host", kFixtures + "/bad.csv"},
              Recycler::Options{});
