@@ -296,8 +296,11 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
   bool requested = stop_requested_ || recycling() || clean_exit_.has_value();
-  Level level = requested || (status.success() && !oom) ? Level::Info : Level::Warn;
-  if (level == Level::Warn) ++crashes_;
+  // An OOM kill is a warning even during a stop or a recycle (a checkpoint
+  // that never came, a stop that took too long): the kernel acted, not recycler.
+  bool crash = !requested && !(status.success() && !oom);
+  Level level = crash || oom ? Level::Warn : Level::Info;
+  if (crash) ++crashes_;
   log::Fields fields{{"program", program_->name},
                      {"slot", slot_},
                      {"pid", process_ ? process_->pid() : 0},
@@ -432,8 +435,11 @@ void Worker::stop(std::function<void()> done) {
   if (done) stop_done_.push_back(std::move(done));
   const config::StopConfig& s = program_->stop;
   log::event(Level::Info, "stop",
-             fmt::format("{} stopping: {} to pid {}, SIGKILL to its cgroup after {}", name_,
-                         units::signal_name(s.signal), process_->pid(), format_duration(s.timeout)),
+             fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name_,
+                         units::signal_name(s.signal), process_->pid(),
+                         // without a cgroup (the fallback), its process session
+                         cgroup_->enforcing() ? "its cgroup" : "its processes",
+                         format_duration(s.timeout)),
              {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
   send_stop_signal(StopPhase::StopSigterm);
 }
@@ -781,7 +787,7 @@ void Worker::side_exited(std::unique_ptr<Side>& side, const char* which, ExitSta
   std::optional<uint64_t> oom_now = side->cgroup->oom_kills();
   bool oom = oom_now && side->oom_kills_at_start && *oom_now > *side->oom_kills_at_start;
   bool expected = side->stopping;
-  log::event(expected ? Level::Info : Level::Warn, oom ? "oom_kill" : "exit",
+  log::event(expected && !oom ? Level::Info : Level::Warn, oom ? "oom_kill" : "exit",
              fmt::format("{} generation {} ({}) {} after {}{}", name_, side->generation, which,
                          status.describe(), format_duration(uptime),
                          oom ? "; the kernel OOM-killed a process in its cgroup" : ""),

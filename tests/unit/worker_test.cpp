@@ -282,6 +282,21 @@ TEST_F(WorkerTest, RecognisesAnOomKillFromTheCgroupCounter) {
   EXPECT_EQ(w.state(), WorkerState::Backoff);
 }
 
+// A worker that ignored its checkpoint signal was OOM-killed while recycler
+// waited, and the kill was logged at info: recycler had asked it to exit.
+TEST_F(WorkerTest, AnOomKillIsAWarningEvenWhileACheckpointWasAskedFor) {
+  program.limits.memory_max = 2ull << 30;
+  Worker& w = make();
+  w.start();
+  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  cg->oom_kills = 1;
+  launcher.exit_last(killed(SIGKILL));
+  auto lines = log.matching("api[0] was OOM-killed by the kernel");
+  ASSERT_EQ(lines.size(), 1u) << log.all();
+  EXPECT_THAT(lines[0], HasSubstr("warn")) << lines[0];
+  EXPECT_EQ(w.crashes(), 0u) << "asked to exit: not a crash, though not clean either";
+}
+
 TEST_F(WorkerTest, AnOomCounterThatMovedBeforeTheStartIsNotThisRunsOom) {
   cg->oom_kills = 4;  // a previous generation's
   Worker& w = make();
