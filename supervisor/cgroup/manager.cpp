@@ -7,14 +7,17 @@
 #include <libcgroup.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -26,6 +29,30 @@
 
 namespace recycler::cgroup {
 namespace {
+
+// Who holds the flock on the file `fd` is open on: the first holder /proc/locks
+// lists for its device and inode ("1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF";
+// a waiter's line has "->" after the number). At most 4096 lines are read.
+std::optional<pid_t> flock_holder(int fd, const std::string& proc) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  std::ifstream locks(proc + "/locks");
+  std::string line;
+  for (int n = 0; n < 4096 && std::getline(locks, line); ++n) {
+    std::istringstream words(line);
+    std::string id, kind, type, mode, pid, where;
+    if (!(words >> id >> kind >> type >> mode >> pid >> where) || kind != "FLOCK") continue;
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(where.c_str(), "%x:%x:%llu", &major, &minor, &inode) != 3) continue;
+    if (major != ::major(st.st_dev) || minor != ::minor(st.st_dev) || inode != st.st_ino) continue;
+    pid_t holder = 0;
+    if (std::from_chars(pid.data(), pid.data() + pid.size(), holder).ec == std::errc() &&
+        holder > 0)
+      return holder;
+  }
+  return std::nullopt;
+}
 
 constexpr const char* kSupervisorLeaf = "supervisor";
 constexpr uint64_t kCpuPeriodUs = 100000;
@@ -531,9 +558,14 @@ Result<std::unique_ptr<Manager>> open(Layout layout, const Paths& paths, OpenOpt
   UniqueFd lock(::open(lock_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!lock) return errno_error("open " + lock_dir);
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
-      return Error{"another recycler is already supervising workers under " + lock_dir +
-                   "; stop it first or give this one its own cgroup_root"};
+    if (errno == EWOULDBLOCK) {
+      auto holder = flock_holder(lock.get(), paths.proc);
+      return Error{"another recycler" +
+                   (holder ? " (pid " + std::to_string(*holder) + ")" : std::string()) +
+                   " is already supervising workers under " + lock_dir +
+                   "; stop it first, or give this one a cgroup root of its own (--cgroup-root, "
+                   "or cgroup_root: in its config)"};
+    }
     return errno_error("flock " + lock_dir);
   }
   auto manager = std::make_unique<CgroupManager>(std::move(layout), std::move(lock),

@@ -193,7 +193,9 @@ TEST(Cgroups, ASecondRecyclerOnTheSameRootIsRefusedAndTheFirstCarriesOn) {
                                       "control: {socket: " + sb.tmp() + "/second.sock}\n"));
   Recycler second({"run", "-c", cfg2}, sb);
   EXPECT_EQ(second.exit_code(), 1);
-  EXPECT_THAT(second.output(), HasSubstr("another recycler is already supervising workers under"));
+  EXPECT_THAT(second.output(), HasSubstr("another recycler (pid " + std::to_string(first.pid()) +
+                                         ") is already supervising workers under"));
+  EXPECT_THAT(second.output(), HasSubstr("give this one a cgroup root of its own (--cgroup-root"));
   EXPECT_TRUE(process_exists(started_pid(*started)));
   first.signal(SIGTERM);
   EXPECT_EQ(first.exit_code(), 0);
