@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "policies/base/units.h"
@@ -31,15 +32,24 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return out;
 }
 
-// A shell-like rendering of argv: words with spaces or quotes get quoted.
+// argv as a POSIX shell would read it back: a word of anything but letters,
+// digits and @%+=:,./_- goes in single quotes, and a quote in it is '\''
+// (python3 -c 'print('\''hi'\'')').
 std::string render_command(const config::ProgramConfig& p) {
   if (p.shell && p.command.size() == 3) return p.command[2];
   std::vector<std::string> words;
   for (const std::string& a : p.command) {
-    bool plain = !a.empty() && std::none_of(a.begin(), a.end(), [](char c) {
-      return c == ' ' || c == '\t' || c == '"' || c == '\'' || c == '\\' || c == '$';
+    bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("@%+=:,./_-").find(c) != std::string_view::npos;
     });
-    words.push_back(plain ? a : "'" + a + "'");
+    if (plain) {
+      words.push_back(a);
+      continue;
+    }
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    words.push_back(quoted + "'");
   }
   return join(words, " ");
 }

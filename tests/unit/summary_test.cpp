@@ -1,0 +1,35 @@
+// What `recycler check` prints of a program (supervisor/summary.h).
+#include "supervisor/summary.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/config_test_util.h"
+
+namespace recycler {
+namespace {
+
+using ::testing::StartsWith;
+
+// check printed ['python3', '-c', "print('hi')"] as python3 -c 'print('hi')',
+// which a shell reads as something else.
+TEST(Summary, TheCommandIsQuotedAsAShellReadsItBack) {
+  config::ProgramConfig p = config::test::program(R"yaml(programs:
+  app:
+    command: [/usr/bin/python3, -c, "print('hi')", "a b", "$HOME", "x;y", --flag=1, ""]
+)yaml");
+  EXPECT_THAT(describe_program(p),
+              StartsWith("app: /usr/bin/python3 -c 'print('\\''hi'\\'')' 'a b' '$HOME' 'x;y' "
+                         "--flag=1 ''; "));
+}
+
+TEST(Summary, AShellCommandIsShownAsWritten) {
+  config::ProgramConfig p = config::test::program(R"(programs:
+  app:
+    command: "echo 'hi' | tr a-z A-Z"
+)");
+  EXPECT_THAT(describe_program(p), StartsWith("app: echo 'hi' | tr a-z A-Z; "));
+}
+
+}  // namespace
+}  // namespace recycler
