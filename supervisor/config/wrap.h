@@ -17,8 +17,9 @@
 //   (--leak or --checkpoint)     also a backstop, policies: [memory: {limit: 95%}]: the
 //                                leak policy decides nothing during its warm-up, and a
 //                                command that never confirms its checkpoint would meet
-//                                the OOM killer; needs --memory-max, unless --recycle-at
-//                                is at least 95% already
+//                                the OOM killer; with --memory-max, and not where
+//                                --recycle-at restarts it without a checkpoint already
+//                                (with one, only where --recycle-at is under 95%)
 //   --max-requests N[+JITTER]    policies: [max_requests: {limit: N, jitter: JITTER}]
 //   --max-lifetime DUR[+JITTER]  policies: [max_lifetime: {after: DUR, jitter: JITTER}]
 //   --timeline DIR               timeline: {dir: DIR} (relative to the current directory)
