@@ -208,9 +208,8 @@ std::optional<uint64_t> parse_size(std::string_view text, std::string* error) {
   // was taken for 512 bytes, and a memory_max of 512 OOM-killed every start.
   // Only 0 means the same in every unit.
   if (rest.empty() && (number->whole != 0 || number->fraction != 0))
-    return fail<uint64_t>(error, "missing unit, e.g. \"" + std::string(number->text) +
-                                     "MiB\" (\"" + std::string(number->text) +
-                                     "B\" for bytes)");
+    return fail<uint64_t>(error, "missing unit, e.g. \"" + std::string(number->text) + "MiB\" (\"" +
+                                     std::string(number->text) + "B\" for bytes)");
   auto factor = rest == "B" ? std::optional<uint64_t>(1) : size_factor(rest);
   if (!factor)
     return fail<uint64_t>(error, "unknown unit \"" + std::string(rest) +

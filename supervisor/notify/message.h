@@ -46,9 +46,9 @@ struct NotifyMessage {
 };
 
 // Unknown keys are ignored (systemd defines many: EXTEND_TIMEOUT_USEC, ERRNO,
-// FDSTORE, ...); the first unknown RECYCLER_* key is kept in `unknown_key`. A line without '=', with an empty key, with a NUL byte or
-// with a bad value is recorded in `problems` and skipped; the others count.
-// Values are taken verbatim: a CRLF sender's "\r" stays part of the value.
+// FDSTORE, ...); the first unknown RECYCLER_* key is kept in `unknown_key`. A line without '=',
+// with an empty key, with a NUL byte or with a bad value is recorded in `problems` and skipped; the
+// others count. Values are taken verbatim: a CRLF sender's "\r" stays part of the value.
 NotifyMessage parse_message(std::string_view datagram);
 
 // What recycler answers a process that reports requests from a socket with

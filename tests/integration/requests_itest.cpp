@@ -118,9 +118,10 @@ time.sleep(1000)
   ASSERT_TRUE(r.wait_for("typo[1] recycle: 3 requests >= limit 3", scaled(20s))) << r.output();
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(10s), 0);
-  EXPECT_THAT(r.output(), ::testing::ContainsRegex(
-                              R"(notify socket: typo\[[01]\]: pid [0-9]+ sent the key )"
-                              R"("RECYCLER_REQUEST", which recycler does not know: it is ignored)"));
+  EXPECT_THAT(r.output(),
+              ::testing::ContainsRegex(
+                  R"(notify socket: typo\[[01]\]: pid [0-9]+ sent the key )"
+                  R"("RECYCLER_REQUEST", which recycler does not know: it is ignored)"));
   EXPECT_EQ(r.count("which recycler does not know"), 1u)
       << "ten such reports from two workers, one warning\n"
       << r.output();

@@ -99,6 +99,14 @@ TEST(ControlProtocol, TheEventRingKeepsTheMostRecent) {
   EXPECT_THAT(ring.lines(), ::testing::ElementsAre("2", "3", "4"));
 }
 
+// The newline-ended lines of a table.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    out.push_back(text.substr(at, nl - at));
+  return out;
+}
+
 WorkerStatus worker(std::string program, unsigned slot, uint64_t anon) {
   WorkerStatus w;
   w.program = std::move(program);
@@ -125,9 +133,7 @@ TEST(ControlFormat, TheStatusTableHasAlignedColumnsAndEveryFigure) {
   stopped.memory_metric = "current";
   stopped.restarts_crashes = 3;
   std::string table = status_table({worker("api", 0, 300u << 20), stopped});
-  std::vector<std::string> lines;
-  for (size_t at = 0, nl; (nl = table.find('\n', at)) != std::string::npos; at = nl + 1)
-    lines.push_back(table.substr(at, nl - at));
+  std::vector<std::string> lines = lines_of(table);
   ASSERT_EQ(lines.size(), 3u) << table;
   EXPECT_THAT(lines[0], HasSubstr("NAME"));
   EXPECT_THAT(lines[1], HasSubstr("api[0]"));
@@ -167,9 +173,7 @@ TEST(ControlFormat, APerProcessLimitIsComparedWithTheLargestProcessAndEachHasARo
   EXPECT_THAT(table, HasSubstr("200 MiB each"));
   EXPECT_THAT(table, Not(HasSubstr("  process"))) << "one line per slot unless asked";
   std::string rows = status_table({prefork()}, true);
-  std::vector<std::string> lines;
-  for (size_t at = 0, nl; (nl = rows.find('\n', at)) != std::string::npos; at = nl + 1)
-    lines.push_back(rows.substr(at, nl - at));
+  std::vector<std::string> lines = lines_of(rows);
   ASSERT_EQ(lines.size(), 6u) << rows;
   EXPECT_THAT(lines[2], ContainsRegex("^  process +main +100 .* uss 18 MiB +-"));
   EXPECT_THAT(lines[3], ContainsRegex("^  process +running +101 .* uss 150 MiB +17 of 23"));
