@@ -11,7 +11,7 @@
 #   a   gunicorn, no recycling
 #   b   gunicorn --max-requests 200 --max-requests-jitter 50
 #   c0  gunicorn under recycler, each request reported (post_request hook +
-#       examples/python/recycler_notify.py) to a max_requests policy whose
+#       python/recycler_notify) to a max_requests policy whose
 #       limit is never reached: what counting costs
 #   c   under recycler, max_requests: {limit: 200, jitter: 50, scope: process}
 #   d   (c) + the whole server recycled every 5 s (max_lifetime), with
@@ -28,7 +28,7 @@
 # on one notify socket; systemd sets 512 at boot, the kernel's default is 10)
 # for the run and puts the old value back at the end; the table names it.
 # FAST_RECYCLE=1 gives every row's gunicorn the hooks of
-# examples/python/recycler_gunicorn.py (a worker that leaves skips the
+# python/recycler_notify/gunicorn.py (a worker that leaves skips the
 # interpreter's teardown; the master forks without its pause); the table says so.
 # LOAD=closed_loop loads each row with bench/serving/closed_loop.py (16
 # connections, a closed loop in Python that times each request itself)

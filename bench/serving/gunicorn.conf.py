@@ -7,10 +7,10 @@
 #   SERVE_ACCESS_LOG  one line per request with the worker's pid ("<1234>")
 #   SERVE_ERROR_LOG   gunicorn's own log ("Booting worker", "Autorestarting")
 #   SERVE_COUNT=1     report each request to recycler (post_request hook,
-#                     examples/python/recycler_notify.py), and STOPPING=1 once
+#                     python/recycler_notify), and STOPPING=1 once
 #                     a recycled worker has left its accept loop (worker_exit)
 #   SERVE_READY=1     send READY=1 once a worker has loaded the app
-#   SERVE_FAST_RECYCLE=1  examples/python/recycler_gunicorn.py's hooks: a
+#   SERVE_FAST_RECYCLE=1  recycler_notify.gunicorn's hooks: a
 #                     worker that leaves skips the interpreter's teardown, the
 #                     master forks without its pause, and a worker signalled
 #                     before it set its handlers leaves (FAST_RECYCLE=1 to
@@ -19,9 +19,9 @@ import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(_here, "..", "..", "examples", "python"))
-import recycler_gunicorn  # noqa: E402  (found through the path set just above)
-import recycler_notify  # noqa: E402
+sys.path.insert(0, os.path.join(_here, "..", "..", "python"))  # the checkout's recycler_notify
+import recycler_notify  # noqa: E402  (found through the path set just above)
+import recycler_notify.gunicorn as recycler_gunicorn  # noqa: E402
 
 wsgi_app = "app:app"
 chdir = _here

@@ -16,7 +16,7 @@ worker is replaced, the way recycler's process-scope recycle would do it:
 
 Prints req/s, p99 and how many replacements each mode completed, per run and
 the median. SERVE_FAST_RECYCLE=1 in the environment gives gunicorn the hooks of
-examples/python/recycler_gunicorn.py (gunicorn.conf.py). Kills only the processes it started; needs wrk and Debian's
+python/recycler_notify/gunicorn.py (gunicorn.conf.py). Kills only the processes it started; needs wrk and Debian's
 python3-gunicorn.
 """
 import argparse

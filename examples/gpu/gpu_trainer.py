@@ -20,8 +20,8 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import recycler_notify  # noqa: E402
+import recycler_notify  # python/ in recycler's checkout (the configs' PYTHONPATH), or installed
+from recycler_notify import trainer
 
 MiB = 1 << 20
 
@@ -72,15 +72,23 @@ def main(argv):
     a = p.parse_args(argv)
 
     gpu = TorchGpu() if a.backend == "torch" else FakeGpu()
-    asked = []
-    signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(True))
     step = 0
-    if os.environ.get("RECYCLER_RESUME") == "1":
+
+    def save():
+        tmp = a.checkpoint + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"step": step}, f)
+        os.replace(tmp, a.checkpoint)
+        print("checkpoint saved at step %d" % step, flush=True)
+
+    # SIGUSR1: save at the next step boundary, then RECYCLER_CHECKPOINTED=1.
+    checkpoint = trainer.install_checkpoint_handler(save, signal.SIGUSR1, defer=True)
+    if trainer.resuming():
         try:
             with open(a.checkpoint) as f:
                 step = int(json.load(f)["step"])
             print("resumed at step %d (recycled for: %s)"
-                  % (step, os.environ.get("RECYCLER_RECYCLE_REASON", "?")), flush=True)
+                  % (step, trainer.recycle_reason() or "?"), flush=True)
         except (OSError, ValueError, KeyError) as e:
             print("no usable checkpoint (%s): starting from scratch" % e, flush=True)
     recycler_notify.ready()
@@ -88,14 +96,7 @@ def main(argv):
         time.sleep(a.step_time)  # the forward and backward pass
         gpu.leak(a.leak_mib * MiB)
         step += 1
-        if asked:
-            asked.clear()
-            tmp = a.checkpoint + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"step": step}, f)
-            os.replace(tmp, a.checkpoint)
-            print("checkpoint saved at step %d" % step, flush=True)
-            recycler_notify.checkpointed()
+        checkpoint.at_boundary()
         if step % 20 == 0:
             recycler_notify.status("step %d/%d" % (step, a.steps))
     print("training done: %d steps" % a.steps, flush=True)

@@ -1,19 +1,21 @@
 # gunicorn settings for running examples/gunicorn/app.py under recycler.
 #
-#   /usr/bin/python3 -m gunicorn -c examples/gunicorn/gunicorn.conf.py
+#   PYTHONPATH=python /usr/bin/python3 -m gunicorn -c examples/gunicorn/gunicorn.conf.py
 #
 # Each worker counts every request it served for recycler over NOTIFY_SOCKET
 # (the post_request hook below), so recycler counts requests per worker pid.
 # recycler tells each worker the limit it drew for it; the helper holds the
 # counts until the worker reaches it, reports them then and waits in the hook
 # until recycler has signalled the worker, which leaves after that request.
+#
+# recycler_notify is the recycler package's Python module (python/ in the
+# checkout, which gunicorn.yaml puts on PYTHONPATH; installed with the .deb).
 import os
-import sys
+
+import recycler_notify
+import recycler_notify.gunicorn as recycler_gunicorn
 
 _here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(_here, "..", "python"))
-import recycler_gunicorn  # noqa: E402  (found through the path set just above)
-import recycler_notify  # noqa: E402
 
 wsgi_app = "app:app"
 chdir = _here

@@ -34,8 +34,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import recycler_notify  # noqa: E402
+import recycler_notify  # python/ in recycler's checkout (decode.yaml's PYTHONPATH), or installed
 
 GiB = 1 << 30
 

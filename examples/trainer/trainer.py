@@ -21,7 +21,7 @@ It cooperates with recycler's checkpoint-and-restart:
 
 Run it under recycler with examples/trainer/train.yaml, or alone:
 
-    python3 trainer.py --epochs 3 --leak-mib 16
+    PYTHONPATH=../../python python3 trainer.py --epochs 3 --leak-mib 16
 """
 
 import argparse
@@ -31,8 +31,8 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import recycler_notify  # noqa: E402  (found through the path set just above)
+import recycler_notify  # python/ in recycler's checkout (train.yaml's PYTHONPATH), or installed
+from recycler_notify import trainer
 
 MiB = 1 << 20
 
@@ -73,7 +73,7 @@ class Trainer:
         self.model = None
         self.kept = []            # the leak: what each step should have freed
         self.validation = []      # the sawtooth: freed at the end of each epoch
-        self.checkpoint_asked = False
+        self.checkpoint = None    # the handler of recycler's checkpoint signal
         self.last_saved = None
         self.progress = open(args.progress, "a", buffering=1) if args.progress else None
 
@@ -95,7 +95,7 @@ class Trainer:
               % (why, epoch + 1, step, self.global_step), flush=True)
 
     def resume(self):
-        if os.environ.get("RECYCLER_RESUME") != "1":
+        if not trainer.resuming():
             print("starting from scratch (no RECYCLER_RESUME=1)", flush=True)
             return
         try:
@@ -110,21 +110,16 @@ class Trainer:
         self.last_saved = self.global_step
         epoch, step = divmod(self.global_step, self.args.steps)
         print("resumed from checkpoint: epoch %d, step %d, global step %d (recycled for: %s)"
-              % (epoch + 1, step, self.global_step,
-                 os.environ.get("RECYCLER_RECYCLE_REASON", "?")), flush=True)
-
-    def on_checkpoint_signal(self, signum, frame):
-        self.checkpoint_asked = True
+              % (epoch + 1, step, self.global_step, trainer.recycle_reason() or "?"), flush=True)
 
     # -- training -------------------------------------------------------------
 
     def step_boundary(self):
-        if self.checkpoint_asked:
-            self.checkpoint_asked = False
-            self.save("asked by recycler")
-            recycler_notify.checkpointed()
-        elif (self.args.checkpoint_every and self.global_step % self.args.checkpoint_every == 0
-              and self.last_saved != self.global_step):
+        # Saves and sends RECYCLER_CHECKPOINTED=1 if recycler asked since the last boundary.
+        if self.checkpoint.at_boundary():
+            return
+        if (self.args.checkpoint_every and self.global_step % self.args.checkpoint_every == 0
+            and self.last_saved != self.global_step):
             self.save("every %d steps" % self.args.checkpoint_every)
 
     def train_step(self):
@@ -144,7 +139,10 @@ class Trainer:
 
     def run(self):
         a = self.args
-        signal.signal(signal.SIGUSR1, self.on_checkpoint_signal)
+        # SIGUSR1 (train.yaml's checkpoint.signal) asks for a checkpoint: saved at
+        # the next step boundary, where the training state is whole.
+        self.checkpoint = trainer.install_checkpoint_handler(
+            lambda: self.save("asked by recycler"), signal.SIGUSR1, defer=True)
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         self.model = touched(a.model_mib * MiB)
         self.resume()

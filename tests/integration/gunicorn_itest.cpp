@@ -73,8 +73,9 @@ void each_worker_is_recycled_at_its_drawn_request_limit(Reports reports) {
     command: [")" + std::string(kPython) + R"(", "-m", "gunicorn", "-c", ")" +
                                              dir + R"(/gunicorn.conf.py", "--chdir", ")" + dir +
                                              R"(", "app:app"]
-    env: {BIND: "127.0.0.1:)" + std::to_string(port) +
-                                             R"(", WORKERS: "3")" + reports_env(reports) + R"(}
+    env: {PYTHONPATH: ")" + repo() + R"(/python", BIND: "127.0.0.1:)" +
+                                             std::to_string(port) + R"(", WORKERS: "3")" +
+                                             reports_env(reports) + R"(}
     policies:
       - max_requests: {limit: 50, jitter: 10, scope: process}
     stop: {timeout: 10s}
@@ -212,8 +213,8 @@ void each_recycled_pid_serves_at_most_its_limit_and_a_few(Reports reports) {
                                                    R"(  web:
     command: [")" + std::string(kPython) + R"(", "-m", "gunicorn", "-c", ")" +
                                                        dir + R"(/gunicorn.conf.py"]
-    env: {WORKERS: "3", ACCESS_LOG: ")" + access + R"(")" +
-                                                       reports_env(reports) + R"(}
+    env: {PYTHONPATH: ")" + repo() + R"(/python", WORKERS: "3", ACCESS_LOG: ")" +
+                                                       access + R"(")" + reports_env(reports) + R"(}
     listen: ["127.0.0.1:)" + std::to_string(port) + R"("]
     policies:
       - max_requests: {limit: 100, jitter: 20, scope: process}
@@ -314,7 +315,8 @@ TEST(Gunicorn, StatusAndMetricsShowEachProcessItsRecyclesAndItsFiguresAgainstIts
     command: [")" + std::string(kPython) + R"(", "-m", "gunicorn", "-c", ")" +
                                                        dir + R"(/gunicorn.conf.py", "--chdir", ")" +
                                                        dir + R"(", "app:app"]
-    env: {BIND: "127.0.0.1:)" + std::to_string(port) + R"(", WORKERS: "3"}
+    env: {PYTHONPATH: ")" + repo() + R"(/python", BIND: "127.0.0.1:)" +
+                                                       std::to_string(port) + R"(", WORKERS: "3"}
     sample_interval: 100ms
     policies:
       - memory: {metric: uss, limit: 200MiB, scope: process}

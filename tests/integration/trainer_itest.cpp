@@ -53,6 +53,7 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
               "--checkpoint-every", ")" + std::to_string(kCheckpointEvery) +
                                                                R"(",
               "--progress", ")" + progress + R"("]
+    env: {PYTHONPATH: ")" + examples_dir() + R"(/../python"}
     limits: {memory_max: 512MiB}
     sample_interval: )" + seconds(200ms) + R"(
     min_uptime: 1s

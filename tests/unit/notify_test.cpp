@@ -261,7 +261,7 @@ struct Received {
 
 // A sender connected to the socket's abstract address; blocking, like
 // sd_notify. Unbound like sd_notify's, or with an address of its own: an
-// abstract one the kernel picks (as recycler_notify.py binds), or a path.
+// abstract one the kernel picks (as recycler_notify binds), or a path.
 class Sender {
  public:
   enum class Bound { kNone, kAutobind, kPath };
@@ -704,13 +704,13 @@ std::string read_line(int fd, std::chrono::milliseconds timeout = 10s) {
 }
 
 const char* const kPython = "/usr/bin/python3";
-const std::string kHelperDir = std::string(RECYCLER_FIXTURES_DIR) + "/../../examples/python";
+const std::string kHelperDir = std::string(RECYCLER_FIXTURES_DIR) + "/../../python";
 
 TEST_F(NotifySocketTest, ThePythonHelperReachesTheSocketWithItsPid) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
   open();
-  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "RECYCLER_REQUESTS=3"},
-                       {"NOTIFY_SOCKET=" + socket_->address()});
+  pid_t python = spawn({kPython, "-m", "recycler_notify", "RECYCLER_REQUESTS=3"},
+                       {"PYTHONPATH=" + kHelperDir, "NOTIFY_SOCKET=" + socket_->address()});
   ASSERT_GT(python, 0);
   EXPECT_TRUE(run_until_received(1));
   EXPECT_EQ(wait_exit_code(python), 0);
@@ -984,20 +984,20 @@ sys.exit(0 if ok else 1)
 
 TEST_F(NotifySocketTest, ThePythonHelperIsANoOpWithoutNotifySocket) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
-  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "READY=1"}, {});
+  pid_t python = spawn({kPython, "-m", "recycler_notify", "READY=1"}, {"PYTHONPATH=" + kHelperDir});
   ASSERT_GT(python, 0);
   EXPECT_EQ(wait_exit_code(python), 0) << "unsupervised, the helper must not fail its caller";
 }
 
 TEST_F(NotifySocketTest, ThePythonHelperFailsWhenTheSocketIsGone) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
-  pid_t python = spawn({kPython, kHelperDir + "/recycler_notify.py", "READY=1"},
-                       {"NOTIFY_SOCKET=@recycler-test-nobody-listens"});
+  pid_t python = spawn({kPython, "-m", "recycler_notify", "READY=1"},
+                       {"PYTHONPATH=" + kHelperDir, "NOTIFY_SOCKET=@recycler-test-nobody-listens"});
   ASSERT_GT(python, 0);
   EXPECT_EQ(wait_exit_code(python), 1);
 }
 
-// Runs `script` with examples/python as its argv[1]: its exit status (-1 when
+// Runs `script` with python/ (the recycler_notify package) as its argv[1]: its exit status (-1 when
 // it could not start) and the first line it printed.
 std::pair<int, std::string> run_python(const char* script) {
   int out[2];
@@ -1009,14 +1009,14 @@ std::pair<int, std::string> run_python(const char* script) {
   return {python > 0 ? wait_exit_code(python) : -1, printed};
 }
 
-// examples/python/recycler_gunicorn.py, the gunicorn hooks that go with the
+// python/recycler_notify/gunicorn.py, the gunicorn hooks that go with the
 // helper: a worker that leaves does so at once, with its status.
 TEST(GunicornHelper, ALeavingWorkerEndsAtOnceWithItsStatusAndItsOutputFlushed) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is not installed";
   const char* script = R"(
 import sys, atexit
 sys.path.insert(0, sys.argv[1])
-import recycler_gunicorn
+import recycler_notify.gunicorn as recycler_gunicorn
 atexit.register(lambda: print(" atexit ran", flush=True))
 print("buffered", end="")
 try:
@@ -1034,7 +1034,7 @@ TEST(GunicornHelper, TheMasterForksMissingWorkersWithoutItsPauseAndOnlyGunicorns
   const char* script = R"(
 import sys
 sys.path.insert(0, sys.argv[1])
-import recycler_gunicorn
+import recycler_notify.gunicorn as recycler_gunicorn
 class Arbiter:  # the parts of gunicorn's that it uses
     num_workers = 3
     WORKERS = {101: None}
@@ -1064,7 +1064,7 @@ TEST(GunicornHelper, AWorkerSignalledBeforeItsHandlersLeavesAndOtherSignalsAreLe
   const char* script = R"(
 import os, signal, sys, types
 sys.path.insert(0, sys.argv[1])
-import recycler_gunicorn
+import recycler_notify.gunicorn as recycler_gunicorn
 try:
     from gunicorn.arbiter import Arbiter
 except ImportError:

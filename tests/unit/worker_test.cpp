@@ -460,7 +460,7 @@ TEST(WorkerEnvironment, AllocatorAddsExactlyItsVariablesAndTheProgramsEnvWins) {
                                "RECYCLER_REQUESTS_BATCH_BELOW=unlimited", "RECYCLER_SLOT=0"));
 }
 
-// How many requests each process may report in batches (recycler_notify.py):
+// How many requests each process may report in batches (python/recycler_notify):
 // the smallest per-process limit; 1 once a whole worker's limit counts them all.
 TEST(WorkerEnvironment, RequestsMayComeInBatchesBelowTheSmallestProcessLimit) {
   auto batch_below = [](const config::ProgramConfig& p,
@@ -488,7 +488,7 @@ TEST(WorkerEnvironment, RequestsMayComeInBatchesBelowTheSmallestProcessLimit) {
   EXPECT_EQ(batch_below(p), "1") << "a whole worker's limit counts every request";
   p.env = {{"RECYCLER_REQUESTS_BATCH_BELOW", "1000"}};
   EXPECT_EQ(batch_below(p), "1000") << "the program's env wins";
-  // What the engine takes it for, read as recycler_notify.py reads it.
+  // What the engine takes it for, read as python/recycler_notify reads it.
   EXPECT_EQ(p.requests_held_below(), 1000u);
   for (auto [value, held] : std::vector<std::pair<std::string, std::optional<uint64_t>>>{
            {"unlimited", std::nullopt}, {" 7 ", 7}, {"0", 1}, {"many", 1}, {"-3", 1}}) {

@@ -27,9 +27,13 @@ acts between two of them::
 
 From a shell (handy for shell workers)::
 
-    python3 recycler_notify.py READY=1 "STATUS=warming up"
+    python3 -m recycler_notify READY=1 "STATUS=warming up"
 
-Copy this file into your project, or put its directory on sys.path.
+Installed with recycler's Debian package (/usr/lib/python3/dist-packages), by
+``pip install ./python`` from recycler's checkout, or found through
+PYTHONPATH=<checkout>/python. Two submodules go with it:
+recycler_notify.trainer (checkpoint-and-restart for a training loop) and
+recycler_notify.gunicorn (hooks for a gunicorn config file).
 
 Every call is a no-op when NOTIFY_SOCKET is unset and none ever raises: a
 supervisor that went away must not break a request. Each returns True when the
@@ -377,7 +381,7 @@ def _send_requests(n, now):
 
 def _main(argv):
     if not argv or any(a in ("-h", "--help") for a in argv):
-        print("usage: %s KEY=VALUE..." % os.path.basename(sys.argv[0]), file=sys.stderr)
+        print("usage: python3 -m recycler_notify KEY=VALUE...", file=sys.stderr)
         return 2
     if _address() is None:
         return 0  # not supervised: nothing to tell, like the module's calls
@@ -386,7 +390,3 @@ def _main(argv):
               file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

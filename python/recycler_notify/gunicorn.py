@@ -20,7 +20,7 @@ fails.
 
 In a gunicorn config file (see examples/gunicorn/gunicorn.conf.py)::
 
-    import recycler_gunicorn
+    import recycler_notify.gunicorn as recycler_gunicorn
 
     def on_starting(server):
         recycler_gunicorn.no_spawn_pause(server)
@@ -34,8 +34,8 @@ In a gunicorn config file (see examples/gunicorn/gunicorn.conf.py)::
 leave_now() skips what the teardown would run: atexit handlers, and flushing
 what is buffered but not in sys.stdout, sys.stderr or a logging handler (the
 ones it flushes). Leave it out if the app needs those at exit. Standard
-library only; copy this file into your project, or put its directory on
-sys.path.
+library only: gunicorn itself is imported only by honour_early_stop(), from
+the worker it runs in.
 """
 
 import logging
