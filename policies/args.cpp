@@ -39,16 +39,13 @@ std::string SizeLimit::origin(const std::optional<uint64_t>& memory_max) const {
   return " (" + shortest(*percent) + "% of " + units::format_size(*memory_max) + ")";
 }
 
-Args::Args(const YAML::Node& node, ErrorSink& errors, std::initializer_list<std::string_view> known)
-    : errors_(errors) {
+Args::Args(const YAML::Node& node, ErrorSink& errors, fields::Keys known) : errors_(errors) {
   bool null = !node.IsDefined() || node.IsNull();
   // A null node may be a fresh one without a mark; the config parser places
   // errors with a null mark at the policy's name.
   node_mark_ = null ? YAML::Mark::null_mark() : node.Mark();
   if (null) return;
-  std::vector<std::string_view> names(known.begin(), known.end());
-  auto map = fields::read_map(fields::Field{"", node}, errors_, fields::Keys(names),
-                              fields::MapStyle::Settings);
+  auto map = fields::read_map(fields::Field{"", node}, errors_, known, fields::MapStyle::Settings);
   if (map)
     entries_ = std::move(*map);
   else

@@ -41,7 +41,9 @@ class Args {
  public:
   // Reads the keys of `node`; a null node is an empty map. Keys outside
   // `known` are errors, as are non-string and duplicate keys.
-  Args(const YAML::Node& node, ErrorSink& errors, std::initializer_list<std::string_view> known);
+  Args(const YAML::Node& node, ErrorSink& errors, fields::Keys known);
+  Args(const YAML::Node& node, ErrorSink& errors, std::initializer_list<std::string_view> known)
+      : Args(node, errors, fields::Keys(known.begin(), known.size())) {}
 
   // Present with a value: a null value means "the default", as in the config.
   bool has(std::string_view key) const;

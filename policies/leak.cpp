@@ -134,6 +134,10 @@ double median_of(std::vector<double>& values) {
   return (*std::max_element(values.begin(), mid) + *mid) / 2;
 }
 
+// The settings it accepts (registered with it: the docs are checked against them).
+constexpr std::string_view kKeys[] = {"metric",    "window", "warmup", "horizon",
+                                      "min_slope", "limit",  "action", "estimator"};
+
 class Leak final : public Policy {
  public:
   struct Settings {
@@ -150,9 +154,7 @@ class Leak final : public Policy {
   explicit Leak(Settings s) : s_(s) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(
-        node, errors,
-        {"metric", "window", "warmup", "horizon", "min_slope", "limit", "action", "estimator"});
+    Args args(node, errors, kKeys);
     Settings s;
     if (auto name = args.choice("metric", {"anon", "current", "file", "rss", "pss", "uss", "device",
                                            "gpu", "gpu_total"}))
@@ -501,7 +503,7 @@ class Leak final : public Policy {
   Settings s_;
 };
 
-RECYCLER_REGISTER_POLICY("leak", Leak::create);
+RECYCLER_REGISTER_POLICY("leak", Leak::create, kKeys);
 
 }  // namespace
 }  // namespace recycler::policies

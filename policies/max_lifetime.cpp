@@ -16,13 +16,16 @@ namespace {
 
 using units::format_duration;
 
+// The settings it accepts (registered with it: the docs are checked against them).
+constexpr std::string_view kKeys[] = {"after", "jitter", "scope", "signal"};
+
 class MaxLifetime final : public Policy {
  public:
   MaxLifetime(Duration after, Duration jitter, Scope scope)
       : after_(after), jitter_(jitter), scope_(scope) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors, {"after", "jitter", "scope", "signal"});
+    Args args(node, errors, kKeys);
     Scope scope = read_scope(args);
     std::optional<Duration> after;
     if (args.required("after")) after = args.duration("after");
@@ -108,7 +111,7 @@ class MaxLifetime final : public Policy {
   Scope scope_;
 };
 
-RECYCLER_REGISTER_POLICY("max_lifetime", MaxLifetime::create);
+RECYCLER_REGISTER_POLICY("max_lifetime", MaxLifetime::create, kKeys);
 
 }  // namespace
 }  // namespace recycler::policies

@@ -16,13 +16,16 @@ namespace {
 
 constexpr uint64_t kMaxRequests = 1'000'000'000'000;
 
+// The settings it accepts (registered with it: the docs are checked against them).
+constexpr std::string_view kKeys[] = {"limit", "jitter", "scope", "signal"};
+
 class MaxRequests final : public Policy {
  public:
   MaxRequests(uint64_t limit, uint64_t jitter, Scope scope)
       : limit_(limit), jitter_(jitter), scope_(scope) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors, {"limit", "jitter", "scope", "signal"});
+    Args args(node, errors, kKeys);
     Scope scope = read_scope(args);
     std::optional<uint64_t> limit;
     if (args.required("limit")) limit = args.integer("limit", 1, kMaxRequests);
@@ -121,7 +124,7 @@ class MaxRequests final : public Policy {
   Scope scope_;
 };
 
-RECYCLER_REGISTER_POLICY("max_requests", MaxRequests::create);
+RECYCLER_REGISTER_POLICY("max_requests", MaxRequests::create, kKeys);
 
 }  // namespace
 }  // namespace recycler::policies

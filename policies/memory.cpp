@@ -17,13 +17,16 @@ namespace {
 using units::format_duration;
 using units::format_size;
 
+// The settings it accepts (registered with it: the docs are checked against them).
+constexpr std::string_view kKeys[] = {"metric", "limit", "for", "scope", "signal", "action"};
+
 class Memory final : public Policy {
  public:
   Memory(Metric metric, SizeLimit limit, Duration hold, Scope scope)
       : metric_(metric), limit_(limit), hold_(hold), scope_(scope) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors, {"metric", "limit", "for", "scope", "signal", "action"});
+    Args args(node, errors, kKeys);
     Scope scope = read_scope(args);
     read_action(args, scope);
     // Page cache is reclaimable and would fake a leak: anon by default; a
@@ -129,7 +132,7 @@ class Memory final : public Policy {
   Scope scope_;
 };
 
-RECYCLER_REGISTER_POLICY("memory", Memory::create);
+RECYCLER_REGISTER_POLICY("memory", Memory::create, kKeys);
 
 }  // namespace
 }  // namespace recycler::policies

@@ -5,10 +5,13 @@
 //
 // A policy is one file in policies/ that registers a factory by name:
 //
-//   RECYCLER_REGISTER_POLICY("max_lifetime", MaxLifetime::create);
+//   constexpr std::string_view kKeys[] = {"after", "jitter", "scope", "signal"};
+//   RECYCLER_REGISTER_POLICY("max_lifetime", MaxLifetime::create, kKeys);
 //
 // The config parser looks the name up, hands the factory the policy's YAML node
 // and an ErrorSink, and reports whatever the factory rejects with file:line.
+// The keys are the settings the factory reads (the same table it gives Args):
+// the documentation is checked against them (tests/unit/docs_keys_test.cpp).
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -154,23 +158,32 @@ using Factory = std::function<std::unique_ptr<Policy>(const YAML::Node& args, Er
 class Registry {
  public:
   static Registry& instance();
-  void add(std::string name, Factory factory);
+  void add(std::string name, Factory factory, std::span<const std::string_view> keys = {});
   const Factory* find(std::string_view name) const;
+  // The settings its factory accepts; empty for an unknown name. The views
+  // point into the policy's own static table.
+  std::span<const std::string_view> keys(std::string_view name) const;
   std::vector<std::string> names() const;  // sorted
 
  private:
-  std::vector<std::pair<std::string, Factory>> factories_;
+  struct Entry {
+    std::string name;
+    Factory factory;
+    std::span<const std::string_view> keys;
+  };
+  std::vector<Entry> factories_;
 };
 
 struct Registration {
-  Registration(std::string name, Factory factory) {
-    Registry::instance().add(std::move(name), std::move(factory));
+  Registration(std::string name, Factory factory, std::span<const std::string_view> keys) {
+    Registry::instance().add(std::move(name), std::move(factory), keys);
   }
 };
 
-#define RECYCLER_REGISTER_POLICY(NAME, FACTORY)                                   \
+// KEYS: a static array of the settings the factory accepts.
+#define RECYCLER_REGISTER_POLICY(NAME, FACTORY, KEYS)                             \
   static const ::recycler::policies::Registration recycler_policy_registration_ { \
-    NAME, FACTORY                                                                 \
+    NAME, FACTORY, KEYS                                                           \
   }
 
 }  // namespace recycler::policies

@@ -9,19 +9,25 @@ Registry& Registry::instance() {
   return registry;
 }
 
-void Registry::add(std::string name, Factory factory) {
-  factories_.emplace_back(std::move(name), std::move(factory));
+void Registry::add(std::string name, Factory factory, std::span<const std::string_view> keys) {
+  factories_.push_back({std::move(name), std::move(factory), keys});
 }
 
 const Factory* Registry::find(std::string_view name) const {
-  for (const auto& [n, f] : factories_)
-    if (n == name) return &f;
+  for (const auto& entry : factories_)
+    if (entry.name == name) return &entry.factory;
   return nullptr;
+}
+
+std::span<const std::string_view> Registry::keys(std::string_view name) const {
+  for (const auto& entry : factories_)
+    if (entry.name == name) return entry.keys;
+  return {};
 }
 
 std::vector<std::string> Registry::names() const {
   std::vector<std::string> out;
-  for (const auto& entry : factories_) out.push_back(entry.first);
+  for (const auto& entry : factories_) out.push_back(entry.name);
   std::sort(out.begin(), out.end());
   return out;
 }

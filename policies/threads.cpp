@@ -13,12 +13,15 @@ namespace {
 
 constexpr uint64_t kMaxThreads = 4'194'304;  // PID_MAX_LIMIT on 64-bit Linux
 
+// The settings it accepts (registered with it: the docs are checked against them).
+constexpr std::string_view kKeys[] = {"limit", "for", "scope", "signal"};
+
 class Threads final : public Policy {
  public:
   Threads(uint64_t limit, Duration hold, Scope scope) : limit_(limit), hold_(hold), scope_(scope) {}
 
   static std::unique_ptr<Policy> create(const YAML::Node& node, ErrorSink& errors) {
-    Args args(node, errors, {"limit", "for", "scope", "signal"});
+    Args args(node, errors, kKeys);
     Scope scope = read_scope(args);
     std::optional<uint64_t> limit;
     if (args.required("limit")) limit = args.integer("limit", 1, kMaxThreads);
@@ -78,7 +81,7 @@ class Threads final : public Policy {
   Scope scope_;
 };
 
-RECYCLER_REGISTER_POLICY("threads", Threads::create);
+RECYCLER_REGISTER_POLICY("threads", Threads::create, kKeys);
 
 }  // namespace
 }  // namespace recycler::policies

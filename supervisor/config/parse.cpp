@@ -602,6 +602,13 @@ constexpr RlimitKind kRlimits[] = {
     {"memlock", RLIMIT_MEMLOCK, true}, {"stack", RLIMIT_STACK, true},  {"as", RLIMIT_AS, true},
     {"fsize", RLIMIT_FSIZE, true}};
 
+// The rlimits' names, as a table of keys like the others.
+constexpr auto kRlimitKeys = [] {
+  std::array<std::string_view, std::size(kRlimits)> names;
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kRlimits[i].name;
+  return names;
+}();
+
 std::optional<uint64_t> read_rlimit_value(const Field& f, const RlimitKind& kind, Report& r) {
   if (f.null()) {
     r.error(f.mark(), f.path + " must not be empty");
@@ -654,10 +661,7 @@ std::optional<Rlimit> parse_rlimit(const Field& f, const RlimitKind& kind, Repor
 }
 
 void parse_rlimits(const Field& f, ProgramConfig& p, Report& r) {
-  std::array<std::string_view, std::size(kRlimits)> names;
-  std::transform(std::begin(kRlimits), std::end(kRlimits), names.begin(),
-                 [](const RlimitKind& k) { return k.name; });
-  auto map = read_map(f, r, names);
+  auto map = read_map(f, r, kRlimitKeys);
   if (!map) return;
   for (const auto& [name, value] : map->entries()) {
     for (const auto& kind : kRlimits)
@@ -1320,6 +1324,28 @@ std::string cgroup_root_problem(std::string_view text) {
     rest.remove_prefix(slash + 1);
   }
   return "";
+}
+
+std::vector<KeyTable> key_tables() {
+  return {{"", kTopKeys},
+          {"log", kLogKeys},
+          {"gpu", kGpuKeys},
+          {"control", kControlKeys},
+          {"metrics", kMetricsKeys},
+          {"programs.*", kProgramKeys},
+          {"programs.*.allocator", kAllocatorKeys},
+          {"programs.*.limits", kLimitKeys},
+          {"programs.*.rlimits", kRlimitKeys},
+          {"programs.*.rlimits.*", kRlimitRangeKeys},
+          {"programs.*.stop", kStopKeys},
+          {"programs.*.restart", kRestartKeys},
+          {"programs.*.restart.backoff", kBackoffKeys},
+          {"programs.*.restart.crash_loop", kCrashLoopKeys},
+          {"programs.*.requests", kRequestsKeys},
+          {"programs.*.checkpoint", kCheckpointKeys},
+          {"programs.*.timeline", kTimelineKeys},
+          {"programs.*.listen[]", kListenKeys},
+          {"programs.*.recycle", kRecycleKeys}};
 }
 
 bool valid_program_name(std::string_view name) {

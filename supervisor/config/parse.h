@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,18 @@ LoadResult load_file(const std::string& path, const HostLookup& host);
 LoadResult parse_string(std::string_view yaml, const std::string& file_name);
 LoadResult parse_string(std::string_view yaml, const std::string& file_name,
                         const HostLookup& host);
+
+// The keys the parser accepts, one table per map it reads: the reference
+// (docs/configuration.md) is checked against them (tests/unit/docs_keys_test.cpp).
+// A section is a dotted path, "*" standing for a program's name and "[]" for
+// an entry of a list: "" (top level), "log", "programs.*", "programs.*.limits",
+// "programs.*.restart.backoff", "programs.*.listen[]", "programs.*.rlimits.*".
+// Policies' settings are policies::Registry::keys().
+struct KeyTable {
+  std::string_view section;
+  std::span<const std::string_view> keys;
+};
+std::vector<KeyTable> key_tables();
 
 // Error-free checks shared with the command line's wrap mode.
 bool valid_program_name(std::string_view name);
