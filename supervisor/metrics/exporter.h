@@ -5,7 +5,7 @@
 // series are labelled by program and slot, never pid; every per-program
 // series (counters included) is written only for the programs in the
 // snapshot, so a program removed by a reload disappears. The series are
-// listed in the README ("Metrics").
+// listed in docs/operations.md ("Metrics").
 #pragma once
 
 #include <optional>
