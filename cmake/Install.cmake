@@ -2,6 +2,8 @@
 #   bin/recycler
 #   lib/systemd/system/recycler.service, recycler@.service  (RECYCLER_SYSTEMD_UNIT_DIR)
 #   share/doc/recycler/  README.md, docs/, examples/
+#   share/man/man1/recycler.1.gz, share/man/man5/recycler.yaml.5.gz: docs/cli.md and
+#     docs/configuration.md through pandoc (man/CMakeLists.txt; none without pandoc)
 # The units name the binary by its installed path: they are filled in when
 # installed, from the prefix of that install (`--prefix`, CPack's /usr).
 include(GNUInstallDirs)
