@@ -243,8 +243,20 @@ void message(Level l, std::string_view msg) {
   event(l, {}, msg);
 }
 
+namespace {
+OutputObserver& output_observer() {
+  static OutputObserver observer;
+  return observer;
+}
+}  // namespace
+
+void observe_output(OutputObserver observer) {
+  output_observer() = std::move(observer);
+}
+
 void output(std::string_view program, unsigned slot, pid_t pid, Stream stream,
             std::string_view line, bool partial) {
+  if (output_observer()) output_observer()(program, slot, pid, stream, line, partial);
   State& s = state();
   if (!s.own) init(Level::Info, LogFormat::Text);
   const char* stream_name = stream == Stream::Stdout ? "stdout" : "stderr";

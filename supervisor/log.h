@@ -83,6 +83,11 @@ void error(fmt::format_string<Args...> f, Args&&... args) {
   if (enabled(Level::Error)) message(Level::Error, fmt::format(f, std::forward<Args>(args)...));
 }
 
+// Sees each worker output line as output() logs it (`recycler logs`).
+using OutputObserver = std::function<void(std::string_view program, unsigned slot, pid_t pid,
+                                          Stream stream, std::string_view line, bool partial)>;
+void observe_output(OutputObserver observer);
+
 // One line (or, with partial, one piece of an over-long line) a worker wrote.
 void output(std::string_view program, unsigned slot, pid_t pid, Stream stream,
             std::string_view line, bool partial);

@@ -98,6 +98,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 Supervisor::~Supervisor() {
   metrics_.reset();
   log::observe_events(nullptr);
+  log::observe_output(nullptr);
   status_timer_.reset();
   control_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();

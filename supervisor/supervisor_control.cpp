@@ -22,13 +22,18 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// Now, as events and output lines carry it: UTC, to the millisecond.
+std::string timestamp() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", std::chrono::floor<std::chrono::seconds>(now),
+                     ms % 1000);
+}
+
 // An event as the JSON log writes it: time, level, event, msg, then its fields.
 std::string event_line(log::Level level, std::string_view name, std::string_view message,
                        const log::Fields& fields) {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  Json j{{"time", fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z",
-                              std::chrono::floor<std::chrono::seconds>(now), ms % 1000)},
+  Json j{{"time", timestamp()},
          {"level", config::to_string(level)},
          {"event", name},
          {"msg", message}};
@@ -77,6 +82,14 @@ void Supervisor::open_control() {
     counters_.observe(name, fields);
     if (control_) control_->publish(event_line(level, name, message, fields));
   });
+  log::observe_output([this](std::string_view program, unsigned slot, pid_t pid, log::Stream stream,
+                             std::string_view line, bool partial) {
+    if (!control_) return;
+    const char* name = stream == log::Stream::Stdout ? "stdout" : "stderr";
+    control_->publish_output(
+        std::string(program), slot,
+        control::output_line(timestamp(), program, slot, pid, name, line, partial));
+  });
 }
 
 Worker* Supervisor::find_worker(const std::string& program, unsigned slot) {
@@ -123,6 +136,16 @@ std::string Supervisor::on_control(const control::Request& r) {
     }
     case Command::Events:  // answered by the server
       return control::error_line("events: not here");
+    case Command::Logs:  // answered by the server, once its targets are known
+      for (const control::Target& t : r.targets) {
+        auto it = programs_.find(t.program);
+        if (it == programs_.end())
+          return control::error_line("no program " + units::quote(t.program));
+        if (t.slot && *t.slot >= it->second.workers.size())
+          return control::error_line(
+              fmt::format("no slot {} ({} has {})", *t.slot, t.program, it->second.workers.size()));
+      }
+      return "";
     default:
       if (start_up_) return control::error_line("recycler is starting; try again once it has");
       return control_act(r);

@@ -10,7 +10,9 @@ struct Cli::State {
   bool follow = false;
   double interval = 2.0;
   unsigned count = 0;
+  size_t lines = kDefaultLogLines;
   CLI::App* status = nullptr;
+  CLI::App* logs = nullptr;
   CLI::App* reload = nullptr;
   CLI::App* events = nullptr;
   CLI::App* top = nullptr;
@@ -21,7 +23,8 @@ struct Cli::State {
 namespace {
 void add_common(CLI::App* cmd, ClientOptions& o) {
   cmd->add_option("-c,--config", o.config_file,
-                  "The config file of the recycler to ask (finds its control socket)");
+                  "The config file of the recycler to ask (finds its control socket; without "
+                  "-c or --socket: the one recycler running)");
   cmd->add_option("--socket", o.socket, "The control socket to ask");
   cmd->add_flag("--json", o.json, "Print JSON instead of text");
 }
@@ -57,6 +60,14 @@ Cli::Cli(CLI::App& app) : s_(std::make_unique<State>()) {
   s.events = app.add_subcommand("events", "Recent decisions and lifecycle events");
   add_common(s.events, s.options);
   s.events->add_flag("-f,--follow", s.follow, "Then print live events as they come");
+  s.logs = app.add_subcommand(
+      "logs", "What worker slots wrote lately (a ring of their last lines in recycler)");
+  add_common(s.logs, s.options);
+  s.logs->add_option("targets", s.names, "Programs, or slots of them: api, api:1")->required();
+  s.logs->add_option("-n,--lines", s.lines, "Lines of each slot to show first")
+      ->check(CLI::Range(size_t{0}, kLogRingLines))
+      ->capture_default_str();
+  s.logs->add_flag("-f,--follow", s.follow, "Then print what they write, as they write it");
   s.top = app.add_subcommand(
       "top",
       "A live view of the workers, largest memory first, with the processes of each (q quits)");
@@ -80,6 +91,7 @@ std::optional<int> Cli::run() const {
   }
   if (*s.reload) return reload_command(s.options);
   if (*s.events) return events_command(s.options, s.follow);
+  if (*s.logs) return logs_command(s.options, s.names, s.lines, s.follow);
   if (*s.top) return top_command(s.options, s.interval, s.count);
   return std::nullopt;
 }

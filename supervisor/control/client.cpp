@@ -1,5 +1,7 @@
 #include "supervisor/control/client.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -16,11 +18,13 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include "policies/base/escape.h"
 #include "policies/base/units.h"
 #include "supervisor/control/format.h"
 #include "supervisor/util/fd.h"
+#include "supervisor/util/unix_socket.h"
 
 namespace recycler::control {
 namespace {
@@ -42,12 +46,47 @@ std::optional<std::string> configured_socket(const std::string& config_file) {
   }
 }
 
-std::string socket_path(const ClientOptions& o, std::string& why) {
-  if (!o.socket.empty()) return o.socket;
-  if (o.config_file.empty()) {
-    why = "which recycler? give -c FILE (its config) or --socket PATH";
+// Without -c or --socket: the one recycler that answers in the default
+// socket directory. With several, none is chosen: each is listed.
+std::string running_socket(std::string& why) {
+  auto probe = default_socket_path("probe", ::geteuid(), std::getenv("XDG_RUNTIME_DIR"));
+  const std::string ask = "give -c FILE (its config) or --socket PATH";
+  if (!probe) {
+    why = "which recycler? " + ask;
     return {};
   }
+  std::string dir = probe->substr(0, probe->rfind('/'));
+  UniqueFd dirfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::vector<std::string> live;
+  if (dirfd) {
+    if (DIR* d = ::fdopendir(::dup(dirfd.get()))) {
+      while (dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        struct stat st {};
+        if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".sock") != 0) continue;
+        if (::fstatat(dirfd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISSOCK(st.st_mode))
+          continue;
+        if (unix_socket_answers(dirfd.get(), name)) live.push_back(dir + "/" + name);
+      }
+      ::closedir(d);
+    }
+  }
+  if (live.size() == 1) return live.front();
+  if (live.empty()) {
+    why = "no recycler answers in " + dir + " (one whose config sets control.socket is not " +
+          "looked for there): " + ask;
+    return {};
+  }
+  std::sort(live.begin(), live.end());
+  why = std::to_string(live.size()) + " recyclers are running; " + ask + ":";
+  for (const std::string& path : live) why += "\n  --socket " + path;
+  return {};
+}
+
+std::string socket_path(const ClientOptions& o, std::string& why) {
+  if (!o.socket.empty()) return o.socket;
+  if (o.config_file.empty()) return running_socket(why);
   // The config's own control.socket, when it sets one: read alone, so that a
   // config with errors elsewhere (a reload to come) still names it.
   if (auto socket = configured_socket(o.config_file)) return *socket;
@@ -294,14 +333,46 @@ int reload_command(const ClientOptions& o) {
 }
 
 namespace {
+// An event's or output line's time ("2026-11-28T05:32:08.123Z") as recycler's
+// own log writes its lines: "2026-11-28 05:32:08.123", local time.
+std::string log_time(const Json& e) {
+  std::string iso = e.value("time", std::string());
+  std::tm tm{};
+  const char* rest = ::strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest || iso.back() != 'Z') return escape_text(iso);
+  std::time_t t = ::timegm(&tm);
+  std::tm local{};
+  ::localtime_r(&t, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  std::string ms =
+      *rest == '.' ? std::string(rest + 1, std::min<size_t>(3, std::strlen(rest + 1))) : "000";
+  return std::string(buf) + "." + escape_text(ms);
+}
+
 void print_event(const Json& e, bool json) {
   if (json) {
     std::cout << dump(e) << "\n";
   } else {
-    std::cout << escape_text(e.value("time", std::string())) << " "
-              << escape_text(e.value("level", std::string())) << " "
-              << escape_text(e.value("event", std::string())) << ": "
-              << escape_text(e.value("msg", std::string())) << "\n";
+    // The log's text style: time, the level padded to 7, the message.
+    std::string level = escape_text(e.value("level", std::string()));
+    level.resize(std::max<size_t>(level.size(), 7), ' ');
+    std::cout << log_time(e) << " " << level << " " << escape_text(e.value("event", std::string()))
+              << ": " << escape_text(e.value("msg", std::string())) << "\n";
+  }
+  std::cout.flush();
+}
+
+// As the log writes a worker's line: time, api[0] out | the line.
+void print_output(const Json& e, bool json) {
+  if (json) {
+    std::cout << dump(e) << "\n";
+  } else {
+    std::string stream = e.value("stream", std::string()) == "stdout" ? "out" : "err";
+    std::cout << log_time(e) << " " << escape_text(e.value("program", std::string())) << "["
+              << e.value("slot", 0u) << "] " << stream << " | "
+              << escape_text(e.value("line", std::string()))
+              << (e.value("partial", false) ? " ..." : "") << "\n";
   }
   std::cout.flush();
 }
@@ -322,6 +393,34 @@ int events_command(const ClientOptions& o, bool follow) {
   while (auto line = c->line()) {
     Json e = Json::parse(*line, nullptr, false);
     if (e.is_object()) print_event(e, o.json);
+  }
+  std::cerr << "recycler: the supervisor closed the connection\n";
+  return kExitUnreachable;
+}
+
+int logs_command(const ClientOptions& o, const std::vector<std::string>& names, size_t lines,
+                 bool follow) {
+  Request r;
+  r.command = Command::Logs;
+  auto targets = targets_of(names);
+  if (!targets) {
+    std::cerr << "recycler: " << escape_text(targets.error().message) << "\n";
+    return 2;
+  }
+  r.targets = std::move(*targets);
+  r.lines = lines;
+  r.follow = follow;
+  std::optional<Connection> c;
+  auto j = ask(o, r, &c);
+  if (!j) return kExitUnreachable;
+  if (!ok(*j)) return failed(*j, o.json);
+  if (auto out = j->find("lines"); out != j->end() && out->is_array())
+    for (const Json& e : *out) print_output(e, o.json);
+  if (!follow) return 0;
+  c->wait_forever();
+  while (auto line = c->line()) {
+    Json e = Json::parse(*line, nullptr, false);
+    if (e.is_object()) print_output(e, o.json);
   }
   std::cerr << "recycler: the supervisor closed the connection\n";
   return kExitUnreachable;

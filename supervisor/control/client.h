@@ -1,8 +1,9 @@
 // The operator's side of the control socket: `recycler status`, `restart`,
-// `stop`, `start`, `recycle`, `signal`, `reload`, `events` and `top`. Each
-// connects to the socket of a running recycler (--socket PATH, or the one of
-// the config given with -c FILE: its control.socket, else the default path
-// of protocol.h), sends one request and prints the answer, as text or, with
+// `stop`, `start`, `recycle`, `signal`, `reload`, `events`, `logs` and `top`.
+// Each connects to the socket of a running recycler (--socket PATH, or the one
+// of the config given with -c FILE: its control.socket, else the default path
+// of protocol.h; with neither, the one recycler that answers in the default
+// socket directory), sends one request and prints the answer, as text or, with
 // --json, as JSON. A CLI is allowed to wait: these block, with timeouts.
 #pragma once
 
@@ -31,6 +32,10 @@ int action_command(const ClientOptions& o, Command command, const std::vector<st
                    const std::string& signal = "");
 int reload_command(const ClientOptions& o);
 int events_command(const ClientOptions& o, bool follow);
+// Each slot's last `lines` output lines (targets: programs or slots, none:
+// all), then with `follow` what they write next.
+int logs_command(const ClientOptions& o, const std::vector<std::string>& targets, size_t lines,
+                 bool follow);
 // Refreshes every `interval_s`; stops after `count` refreshes (0: until
 // interrupted). Not a terminal: plain text, no escapes.
 int top_command(const ClientOptions& o, double interval_s, unsigned count);

@@ -13,9 +13,9 @@ namespace {
 constexpr std::pair<Command, const char*> kCommands[] = {
     {Command::Status, "status"},   {Command::Start, "start"},     {Command::Stop, "stop"},
     {Command::Restart, "restart"}, {Command::Recycle, "recycle"}, {Command::Signal, "signal"},
-    {Command::Reload, "reload"},   {Command::Events, "events"}};
+    {Command::Reload, "reload"},   {Command::Events, "events"},   {Command::Logs, "logs"}};
 
-constexpr std::string_view kRequestKeys[] = {"command", "targets", "signal", "follow"};
+constexpr std::string_view kRequestKeys[] = {"command", "targets", "signal", "follow", "lines"};
 
 // Text a client sent, quoted for an error line (the line is JSON: escaped there).
 std::string shown(std::string_view s) {
@@ -118,7 +118,7 @@ Result<Request> parse_request(std::string_view line) {
               r.command == Command::Signal;
   if (acts && r.targets.empty())
     return Error{std::string(to_string(r.command)) + ": name at least one program in \"targets\""};
-  if (!acts && r.command != Command::Status && !r.targets.empty())
+  if (!acts && r.command != Command::Status && r.command != Command::Logs && !r.targets.empty())
     return Error{std::string(to_string(r.command)) + " takes no \"targets\""};
   if (auto signal = j.find("signal"); signal != j.end()) {
     if (r.command != Command::Signal) return Error{"\"signal\" is for the signal command only"};
@@ -131,9 +131,15 @@ Result<Request> parse_request(std::string_view line) {
     return Error{"signal: \"signal\" is missing"};
   }
   if (auto follow = j.find("follow"); follow != j.end()) {
-    if (r.command != Command::Events || !follow->is_boolean())
-      return Error{"\"follow\" is a boolean of the events command"};
+    bool follows = r.command == Command::Events || r.command == Command::Logs;
+    if (!follows || !follow->is_boolean())
+      return Error{"\"follow\" is a boolean of the events and logs commands"};
     r.follow = follow->get<bool>();
+  }
+  if (auto lines = j.find("lines"); lines != j.end()) {
+    if (r.command != Command::Logs || !lines->is_number_unsigned())
+      return Error{"\"lines\" is a count (0 or more) of the logs command"};
+    r.lines = static_cast<size_t>(std::min<uint64_t>(lines->get<uint64_t>(), kLogRingLines));
   }
   return r;
 }
@@ -146,7 +152,9 @@ std::string request_line(const Request& request) {
     j["targets"] = std::move(targets);
   }
   if (request.command == Command::Signal) j["signal"] = units::signal_name(request.signal);
-  if (request.command == Command::Events) j["follow"] = request.follow;
+  if (request.command == Command::Events || request.command == Command::Logs)
+    j["follow"] = request.follow;
+  if (request.command == Command::Logs) j["lines"] = request.lines;
   return j.dump();
 }
 
@@ -299,9 +307,25 @@ WorkerStatus worker_from_json(const Json& j) {
   return w;
 }
 
+bool matches(const Target& target, std::string_view program, unsigned slot) {
+  return target.program == program && (!target.slot || *target.slot == slot);
+}
+
 void EventRing::push(std::string line) {
-  if (lines_.size() >= capacity_) lines_.pop_front();
+  bytes_ += line.size();
   lines_.push_back(std::move(line));
+  while (lines_.size() > capacity_ || (max_bytes_ && bytes_ > max_bytes_ && lines_.size() > 1)) {
+    bytes_ -= lines_.front().size();
+    lines_.pop_front();
+  }
+}
+
+std::string output_line(std::string_view time, std::string_view program, unsigned slot, pid_t pid,
+                        std::string_view stream, std::string_view line, bool partial) {
+  Json j{{"time", time}, {"program", program}, {"slot", slot},
+         {"pid", pid},   {"stream", stream},   {"line", line}};
+  if (partial) j["partial"] = true;
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace recycler::control

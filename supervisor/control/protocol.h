@@ -29,8 +29,11 @@ constexpr size_t kMaxPendingOutput = 8 * 1024 * 1024;  // unread output of one c
 constexpr size_t kMaxTotalPendingOutput = 32 << 20;    // all clients' unread output
 constexpr size_t kEventRingSize = 1000;                // recent events kept for `events`
 constexpr size_t kMaxTargets = 4096;                   // programs or slots named in one request
+constexpr size_t kLogRingLines = 1000;        // recent output lines kept per slot, for `logs`
+constexpr size_t kLogRingBytes = 256 * 1024;  // and at most these bytes of them per slot
+constexpr size_t kDefaultLogLines = 50;       // `logs` without "lines"
 
-enum class Command { Status, Start, Stop, Restart, Recycle, Signal, Reload, Events };
+enum class Command { Status, Start, Stop, Restart, Recycle, Signal, Reload, Events, Logs };
 const char* to_string(Command command);
 std::optional<Command> parse_command(std::string_view name);
 // Every command's name, in the order the docs list them.
@@ -46,10 +49,13 @@ Result<Target> parse_target(std::string_view text);
 
 struct Request {
   Command command = Command::Status;
-  std::vector<Target> targets;  // status: a filter (empty: all); start...signal: what to act on
-  int signal = 0;               // signal
-  bool follow = false;          // events
+  std::vector<Target> targets;      // status: a filter (empty: all); start...signal: what to act on
+  int signal = 0;                   // signal
+  bool follow = false;              // events, logs
+  size_t lines = kDefaultLogLines;  // logs: the last this many lines of each slot
 };
+// Whether `target` names `program`'s slot `slot`.
+bool matches(const Target& target, std::string_view program, unsigned slot);
 
 // One request line (without its newline). The error is what the response
 // says: "not JSON: ...", "unknown command \"x\"", "\"targets\": ...".
@@ -75,16 +81,28 @@ Json to_json(const SupervisorStatus& status);  // {"supervisor": {...}, "workers
 // Back from JSON, for the CLI's table (what it needs of each slot).
 WorkerStatus worker_from_json(const Json& j);
 
-// The most recent events, oldest first, each the JSON line of one event.
+// The most recent lines, oldest first: at most `capacity` of them and, when
+// max_bytes is set, at most that many bytes in all (the oldest go first).
+// `events`: each the JSON line of one event; `logs`: of one output line.
 class EventRing {
  public:
-  explicit EventRing(size_t capacity = kEventRingSize) : capacity_(capacity) {}
+  explicit EventRing(size_t capacity = kEventRingSize, size_t max_bytes = 0)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
   void push(std::string line);
   const std::deque<std::string>& lines() const { return lines_; }
+  size_t bytes() const { return bytes_; }
 
  private:
   size_t capacity_;
+  size_t max_bytes_;
+  size_t bytes_ = 0;
   std::deque<std::string> lines_;
 };
+
+// One line a worker wrote, as `logs` sends it: {"time", "program", "slot",
+// "pid", "stream", "line"} (and "partial": true for a piece of an over-long
+// line). `line` is any bytes: invalid UTF-8 becomes U+FFFD.
+std::string output_line(std::string_view time, std::string_view program, unsigned slot, pid_t pid,
+                        std::string_view stream, std::string_view line, bool partial);
 
 }  // namespace recycler::control

@@ -32,12 +32,14 @@ struct Server::Client {
   std::string out;
   size_t out_offset = 0;
   bool following = false;
-  bool awaiting_reload = false;  // its reload's answer is coming (run_reload)
-  bool lines_ready = false;      // `in` holds a whole request not handled yet
-  bool eof = false;              // the client has shut down its side (read to the end)
-  bool hangup = false;           // it has, and recycler has not read to the end yet
-  bool closing = false;          // close once the output is written
-  TimePoint partial_since{};     // the first byte of the request in `in`
+  bool follows_output = false;      // `logs -f` (else `events -f`), of log_targets
+  std::vector<Target> log_targets;  // empty: every slot
+  bool awaiting_reload = false;     // its reload's answer is coming (run_reload)
+  bool lines_ready = false;         // `in` holds a whole request not handled yet
+  bool eof = false;                 // the client has shut down its side (read to the end)
+  bool hangup = false;              // it has, and recycler has not read to the end yet
+  bool closing = false;             // close once the output is written
+  TimePoint partial_since{};        // the first byte of the request in `in`
   TimePoint last_progress{};
   std::unique_ptr<Timer> deadline;
   int events = 0;  // polled for
@@ -275,6 +277,8 @@ void Server::handle_line(Client& c, std::string_view line) {
   switch (request->command) {
     case Command::Events:
       return answer_events(c, request->follow);
+    case Command::Logs:
+      return answer_logs(c, *request);
     case Command::Reload:
       return ask_reload(c);
     default:
@@ -292,6 +296,43 @@ void Server::answer_events(Client& c, bool follow) {
   }
   out += "]}";
   c.following = follow;
+  send(c, std::move(out));
+}
+
+// The last `lines` of each slot named, merged by time (oldest first).
+void Server::answer_logs(Client& c, const Request& request) {
+  std::string refused = handler_(request);
+  if (!refused.empty()) {
+    c.closing = true;
+    return send(c, std::move(refused));
+  }
+  auto named = [&](const std::pair<std::string, unsigned>& slot) {
+    if (request.targets.empty()) return true;
+    for (const Target& t : request.targets)
+      if (matches(t, slot.first, slot.second)) return true;
+    return false;
+  };
+  // Each line begins {"time":"...": the same format everywhere, so its text
+  // sorts by time.
+  std::vector<const std::string*> lines;
+  for (const auto& [slot, ring] : output_) {
+    if (!named(slot)) continue;
+    const auto& all = ring.lines();
+    size_t skip = all.size() > request.lines ? all.size() - request.lines : 0;
+    for (auto it = all.begin() + static_cast<std::ptrdiff_t>(skip); it != all.end(); ++it)
+      lines.push_back(&*it);
+  }
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const std::string* a, const std::string* b) { return *a < *b; });
+  std::string out = "{\"ok\":true,\"lines\":[";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += ',';
+    out += *lines[i];
+  }
+  out += "]}";
+  c.following = request.follow;
+  c.follows_output = request.follow;
+  c.log_targets = request.targets;
   send(c, std::move(out));
 }
 
@@ -347,10 +388,25 @@ void Server::on_idle() {
 void Server::publish(std::string line) {
   std::vector<uint64_t> followers;
   for (const auto& [id, c] : clients_)
-    if (c->following && !c->closing) followers.push_back(id);
+    if (c->following && !c->follows_output && !c->closing) followers.push_back(id);
   for (uint64_t id : followers)  // send() may drop any client
     if (auto it = clients_.find(id); it != clients_.end()) send(*it->second, line);
   ring_.push(std::move(line));
+}
+
+void Server::publish_output(const std::string& program, unsigned slot, std::string line) {
+  std::vector<uint64_t> followers;
+  for (const auto& [id, c] : clients_) {
+    if (!c->follows_output || c->closing) continue;
+    bool named = c->log_targets.empty();
+    for (const Target& t : c->log_targets) named = named || matches(t, program, slot);
+    if (named) followers.push_back(id);
+  }
+  for (uint64_t id : followers)  // send() may drop any client
+    if (auto it = clients_.find(id); it != clients_.end()) send(*it->second, line);
+  auto [ring, added] =
+      output_.try_emplace({program, slot}, EventRing(kLogRingLines, kLogRingBytes));
+  ring->second.push(std::move(line));
 }
 
 void Server::send(Client& c, std::string line) {

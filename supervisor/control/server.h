@@ -1,6 +1,7 @@
 // The control socket's server (docs/control.md): a unix stream socket in the
 // supervisor's loop, one JSON request per line in, one JSON response per line
-// out, and the live events for `events --follow`.
+// out, the live events for `events --follow`, and each slot's recent output
+// for `logs` (a ring per slot: kLogRingLines, kLogRingBytes) and `logs -f`.
 //
 // recycler runs as root over clients it does not trust, and supervision
 // (sampling, deciding, stopping) must never wait on one, so:
@@ -65,7 +66,9 @@ struct ServerOptions {
 class Server {
  public:
   // One request in, its response line out (no newline), from the loop.
-  // `events` requests are answered by the server itself.
+  // `events` requests are answered by the server itself; `logs` requests
+  // too, once the handler has checked their targets: for those it returns
+  // an error line, or "" when every target names a program.
   using Handler = std::function<std::string(const Request&)>;
 
   // The error's code is EADDRINUSE when another recycler answers there.
@@ -77,6 +80,9 @@ class Server {
 
   // An event (one JSON object, no newline): into the ring, and to followers.
   void publish(std::string line);
+  // A worker's output line (output_line()): into its slot's ring, and to
+  // the `logs -f` clients that follow that slot.
+  void publish_output(const std::string& program, unsigned slot, std::string line);
   const std::string& path() const { return options_.path; }
   size_t clients() const { return clients_.size(); }
 
@@ -99,6 +105,7 @@ class Server {
   void serve(Client& c);
   void handle_line(Client& c, std::string_view line);
   void answer_events(Client& c, bool follow);
+  void answer_logs(Client& c, const Request& request);
   void ask_reload(Client& c);
   void run_reload();
   void later(Client& c);
@@ -121,6 +128,7 @@ class Server {
   UniqueFd listen_fd_;
   uv::Handle<uv_poll_t> listen_poll_;  // after listen_fd_: closed first
   EventRing ring_;
+  std::map<std::pair<std::string, unsigned>, EventRing> output_;  // by program, slot
   uint64_t next_id_ = 0;
   std::map<uint64_t, std::unique_ptr<Client>> clients_;  // by id: oldest first
   std::vector<uint64_t> next_turn_;                      // clients with requests left

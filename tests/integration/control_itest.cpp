@@ -2,7 +2,8 @@
 // sockets: `status` (text, --json, exit codes 0/3/4) while workers run, after
 // a recycle and after a crash; restart/stop/start of one program; reload with
 // its errors and its changes; `events --follow` seeing a live event; the
-// default socket path and a second recycler of the same config; and hostile
+// default socket path, a second recycler of the same config, and the one
+// running recycler found without -c; `logs` and `logs -f`; and hostile
 // clients (another user, garbage, a stalled request, one that never reads)
 // refused or dropped while supervision and other clients go on.
 #include <fcntl.h>
@@ -406,6 +407,121 @@ TEST_F(Control, TheDefaultSocketIsFoundFromTheConfigAndASecondRecyclerIsRefused)
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
   struct stat st {};
   EXPECT_NE(::stat(("/run/recycler/" + name + ".sock").c_str(), &st), 0) << "removed at exit";
+}
+
+// Reads `fd` until `needle` shows up or the deadline passes.
+std::string read_until(int fd, const std::string& needle, Millis timeout) {
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (seen.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    seen.append(buf, static_cast<size_t>(n));
+  }
+  return seen;
+}
+
+// Each slot's recent output from a ring in recycler, hostile bytes escaped,
+// then followed live; only what is named.
+TEST_F(Control, LogsShowsASlotsRecentOutputAndFollowsIt) {
+  std::string cfg = write_config(R"(  talk:
+    command: ["sh", "-c", "printf 'bell\\007 \\033[2J\\n'; i=0; while :; do echo \"line $i\"; i=$((i+1)); sleep 0.2; done"]
+    instances: 2
+    stop: {timeout: 2s}
+  quiet:
+    command: ["sh", "-c", "echo quiet-start; exec sleep 1000"]
+    stop: {timeout: 2s}
+)");
+  Recycler r({"run", "-c", cfg}, *sb_);
+  ASSERT_TRUE(r.wait_for_count("talk[1] out | line 3", 1));
+  ASSERT_TRUE(r.wait_for("quiet[0] out | quiet-start"));
+
+  Cli last = cli({"logs", "--socket", socket_, "talk:1", "-n", "2"});
+  EXPECT_EQ(last.code, 0) << last.err;
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = last.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(last.out.substr(at, nl - at));
+  ASSERT_EQ(lines.size(), 2u) << last.out;
+  for (const std::string& line : lines) {
+    EXPECT_THAT(line, ::testing::MatchesRegex(
+                          R"(20[0-9-]+ [0-9:]+\.[0-9]{3} talk\[1\] out \| line [0-9]+)"));
+  }
+  EXPECT_THAT(last.out, ::testing::Not(HasSubstr("talk[0]")));
+
+  // From the start of slot 0: the control bytes it printed, escaped.
+  Cli all = cli({"logs", "--socket", socket_, "talk:0", "-n", "1000"});
+  EXPECT_EQ(all.code, 0) << all.err;
+  EXPECT_THAT(all.out, HasSubstr("talk[0] out | bell\\x07 \\x1b[2J"));
+  EXPECT_EQ(all.out.find('\x1b'), std::string::npos) << "no raw escape reaches the terminal";
+
+  Cli json = cli({"logs", "--socket", socket_, "quiet", "--json"});
+  EXPECT_EQ(json.code, 0);
+  Json line = Json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(line.is_object()) << json.out;
+  EXPECT_EQ(line.value("line", ""), "quiet-start");
+  EXPECT_EQ(line.value("stream", ""), "stdout");
+  EXPECT_EQ(line.value("program", ""), "quiet");
+
+  Cli unknown = cli({"logs", "--socket", socket_, "nosuch"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("no program \"nosuch\""));
+  Cli no_slot = cli({"logs", "--socket", socket_, "talk:5"});
+  EXPECT_EQ(no_slot.code, 1);
+  EXPECT_THAT(no_slot.err, HasSubstr("no slot 5 (talk has 2)"));
+
+  // -n 0 -f: only what comes next, of slot 0 only.
+  Child follower = spawn_cli({"logs", "--socket", socket_, "talk:0", "-n", "0", "-f"});
+  std::string seen = read_until(follower.out.get(), "talk[0] out | line", scaled(10s));
+  EXPECT_THAT(seen, HasSubstr("talk[0] out | line"));
+  seen += read_until(follower.out.get(), "\n", scaled(5s));
+  EXPECT_THAT(seen, ::testing::Not(HasSubstr("talk[1]")));
+  EXPECT_THAT(seen, ::testing::Not(HasSubstr("bell"))) << "-n 0: nothing from before";
+  ::kill(follower.pid, SIGTERM);
+  ::waitpid(follower.pid, nullptr, 0);
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// Without -c or --socket, the one recycler answering in /run/recycler; with
+// several, each is listed and none chosen. (Other tests may run recyclers
+// there meanwhile: each case says which it met.)
+TEST_F(Control, WithoutAConfigTheOneRunningRecyclerIsFoundAndSeveralAreListed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the default socket directory is /run/recycler as root";
+  std::string id = std::to_string(::getpid());
+  std::string program = "found" + id;
+  Sandbox other;  // one recycler per sandbox: each its own cgroups
+  auto start = [&](Sandbox& sb, const std::string& name) {
+    std::string cfg =
+        sb.write(name + ".yaml", "cgroup_root: " + sb.cgroup_root() + "\nprograms:\n  " + program +
+                                     ":\n    command: [sleep, \"1000\"]\n");
+    return std::make_unique<Recycler>(std::vector<std::string>{"run", "-c", cfg}, sb);
+  };
+  auto a = start(*sb_, "finda-" + id);
+  auto b = start(other, "findb-" + id);
+  ASSERT_TRUE(a->wait_for("started: pid"));
+  ASSERT_TRUE(b->wait_for("started: pid"));
+  Cli several = cli({"status"});
+  EXPECT_EQ(several.code, 4);
+  EXPECT_THAT(several.err, HasSubstr("recyclers are running; give -c FILE (its config) or "
+                                     "--socket PATH:"));
+  EXPECT_THAT(several.err, HasSubstr("--socket /run/recycler/finda-" + id + ".sock"));
+  EXPECT_THAT(several.err, HasSubstr("--socket /run/recycler/findb-" + id + ".sock"));
+
+  b->signal(SIGTERM);
+  EXPECT_EQ(b->exit_code(scaled(10s)), 0);
+  Cli one = cli({"status"});
+  if (one.code == 4) {  // another test's recycler runs beside it
+    EXPECT_THAT(one.err, HasSubstr("--socket /run/recycler/finda-" + id + ".sock"));
+    EXPECT_THAT(one.err, ::testing::Not(HasSubstr("findb-" + id)));
+  } else {
+    EXPECT_EQ(one.code, 0) << one.err;
+    EXPECT_THAT(one.out, HasSubstr(program));
+  }
+  a->signal(SIGTERM);
+  EXPECT_EQ(a->exit_code(scaled(10s)), 0);
 }
 
 }  // namespace
