@@ -459,7 +459,8 @@ std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
   std::optional<unsigned> queue = notify::kernel_queue_limit();
   if (program.request_counting_policy() && !warned_short_queue_) {
     warned_short_queue_ = true;
-    if (auto warning = notify::short_queue_warning(queue)) log::warn("{}: {}", name, *warning);
+    if (auto warning = notify::short_queue_warning(queue))
+      log::warn("{}", *warning);  // host-wide: once
   }
   // A worker that reports every request would wake the loop once per request:
   // while reports come fast and every request limit is far, the socket rests

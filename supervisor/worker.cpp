@@ -713,10 +713,11 @@ void Worker::surge_ready(const std::string& how) {
   retiring_ = std::move(old);
   log::event(Level::Info, "surge_ready",
              fmt::format("{} generation {} (pid {}) ready after {} ({}); stopping generation {} "
-                         "(pid {}): {}, SIGKILL to its cgroup after {}",
+                         "(pid {}): {}, SIGKILL to {} after {}",
                          name_, generation_, process_->pid(), format_duration(waited), how,
                          retiring_->generation, retiring_->process->pid(),
                          units::signal_name(program_->stop.signal),
+                         retiring_->cgroup->enforcing() ? "its cgroup" : "its processes",
                          format_duration(program_->stop.timeout)),
              {{"program", program_->name},
               {"slot", slot_},

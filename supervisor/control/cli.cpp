@@ -11,6 +11,7 @@ struct Cli::State {
   double interval = 2.0;
   unsigned count = 0;
   size_t lines = kDefaultLogLines;
+  std::optional<size_t> events_lines;
   CLI::App* status = nullptr;
   CLI::App* logs = nullptr;
   CLI::App* reload = nullptr;
@@ -60,6 +61,11 @@ Cli::Cli(CLI::App& app) : s_(std::make_unique<State>()) {
   s.events = app.add_subcommand("events", "Recent decisions and lifecycle events");
   add_common(s.events, s.options);
   s.events->add_flag("-f,--follow", s.follow, "Then print live events as they come");
+  s.events
+      ->add_option("-n,--lines", s.events_lines,
+                   "Only the last this many (default: all recycler keeps, " +
+                       std::to_string(kEventRingSize) + ")")
+      ->check(CLI::Range(size_t{0}, kEventRingSize));
   s.logs = app.add_subcommand(
       "logs", "What worker slots wrote lately (a ring of their last lines in recycler)");
   add_common(s.logs, s.options);
@@ -90,7 +96,7 @@ std::optional<int> Cli::run() const {
     return action_command(s.options, Command::Signal, targets, s.names.back());
   }
   if (*s.reload) return reload_command(s.options);
-  if (*s.events) return events_command(s.options, s.follow);
+  if (*s.events) return events_command(s.options, s.follow, s.events_lines);
   if (*s.logs) return logs_command(s.options, s.names, s.lines, s.follow);
   if (*s.top) return top_command(s.options, s.interval, s.count);
   return std::nullopt;

@@ -350,16 +350,16 @@ std::string log_time(const Json& e) {
   return std::string(buf) + "." + escape_text(ms);
 }
 
+// The log's text style: time, the level padded to 7, the message.
+std::string event_text(const Json& e) {
+  std::string level = escape_text(e.value("level", std::string()));
+  level.resize(std::max<size_t>(level.size(), 7), ' ');
+  return log_time(e) + " " + level + " " + escape_text(e.value("event", std::string())) + ": " +
+         escape_text(e.value("msg", std::string()));
+}
+
 void print_event(const Json& e, bool json) {
-  if (json) {
-    std::cout << dump(e) << "\n";
-  } else {
-    // The log's text style: time, the level padded to 7, the message.
-    std::string level = escape_text(e.value("level", std::string()));
-    level.resize(std::max<size_t>(level.size(), 7), ' ');
-    std::cout << log_time(e) << " " << level << " " << escape_text(e.value("event", std::string()))
-              << ": " << escape_text(e.value("msg", std::string())) << "\n";
-  }
+  std::cout << (json ? dump(e) : event_text(e)) << "\n";
   std::cout.flush();
 }
 
@@ -378,10 +378,11 @@ void print_output(const Json& e, bool json) {
 }
 }  // namespace
 
-int events_command(const ClientOptions& o, bool follow) {
+int events_command(const ClientOptions& o, bool follow, std::optional<size_t> lines) {
   Request r;
   r.command = Command::Events;
   r.follow = follow;
+  r.lines = lines;
   std::optional<Connection> c;
   auto j = ask(o, r, &c);
   if (!j) return kExitUnreachable;
@@ -510,6 +511,9 @@ std::string fit_width(const std::string& text) {
 
 }  // namespace
 
+// The events under top's table.
+constexpr size_t kTopEvents = 5;
+
 int top_command(const ClientOptions& o, double interval_s, unsigned count) {
   bool terminal = ::isatty(STDOUT_FILENO) == 1;
   RawKeys keys;
@@ -527,6 +531,13 @@ int top_command(const ClientOptions& o, double interval_s, unsigned count) {
     } else {
       // Home and clear to the end: the view is redrawn in place.
       std::string view = "recycler: " + escape_text(summary) + "\n" + status_table(workers, true);
+      Request recent;
+      recent.command = Command::Events;
+      recent.lines = kTopEvents;
+      if (auto events = ask(o, recent); events && ok(*events)) {
+        view += "\nlast events:\n";
+        for (const Json& e : events->value("events", Json::array())) view += event_text(e) + "\n";
+      }
       if (terminal)
         std::cout << "\x1b[H\x1b[2J" << fit_width(view) << "(q quits)\n";
       else

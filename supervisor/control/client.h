@@ -31,7 +31,9 @@ int status_command(const ClientOptions& o, const std::vector<std::string>& progr
 int action_command(const ClientOptions& o, Command command, const std::vector<std::string>& targets,
                    const std::string& signal = "");
 int reload_command(const ClientOptions& o);
-int events_command(const ClientOptions& o, bool follow);
+// The last `lines` events (all the ring holds when unset), then with
+// `follow` the live ones.
+int events_command(const ClientOptions& o, bool follow, std::optional<size_t> lines);
 // Each slot's last `lines` output lines (targets: programs or slots, none:
 // all), then with `follow` what they write next.
 int logs_command(const ClientOptions& o, const std::vector<std::string>& targets, size_t lines,

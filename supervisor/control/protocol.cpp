@@ -137,9 +137,11 @@ Result<Request> parse_request(std::string_view line) {
     r.follow = follow->get<bool>();
   }
   if (auto lines = j.find("lines"); lines != j.end()) {
-    if (r.command != Command::Logs || !lines->is_number_unsigned())
-      return Error{"\"lines\" is a count (0 or more) of the logs command"};
-    r.lines = static_cast<size_t>(std::min<uint64_t>(lines->get<uint64_t>(), kLogRingLines));
+    bool counts = r.command == Command::Events || r.command == Command::Logs;
+    if (!counts || !lines->is_number_unsigned())
+      return Error{"\"lines\" is a count (0 or more) of the events and logs commands"};
+    size_t most = r.command == Command::Logs ? kLogRingLines : kEventRingSize;
+    r.lines = static_cast<size_t>(std::min<uint64_t>(lines->get<uint64_t>(), most));
   }
   return r;
 }
@@ -154,7 +156,7 @@ std::string request_line(const Request& request) {
   if (request.command == Command::Signal) j["signal"] = units::signal_name(request.signal);
   if (request.command == Command::Events || request.command == Command::Logs)
     j["follow"] = request.follow;
-  if (request.command == Command::Logs) j["lines"] = request.lines;
+  if (request.lines) j["lines"] = *request.lines;
   return j.dump();
 }
 

@@ -49,10 +49,12 @@ Result<Target> parse_target(std::string_view text);
 
 struct Request {
   Command command = Command::Status;
-  std::vector<Target> targets;      // status: a filter (empty: all); start...signal: what to act on
-  int signal = 0;                   // signal
-  bool follow = false;              // events, logs
-  size_t lines = kDefaultLogLines;  // logs: the last this many lines of each slot
+  std::vector<Target> targets;  // status: a filter (empty: all); start...signal: what to act on
+  int signal = 0;               // signal
+  bool follow = false;          // events, logs
+  // logs: the last this many lines of each slot (unset: kDefaultLogLines);
+  // events: the last this many events (unset: all the ring holds).
+  std::optional<size_t> lines;
 };
 // Whether `target` names `program`'s slot `slot`.
 bool matches(const Target& target, std::string_view program, unsigned slot);

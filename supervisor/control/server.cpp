@@ -276,7 +276,7 @@ void Server::handle_line(Client& c, std::string_view line) {
   }
   switch (request->command) {
     case Command::Events:
-      return answer_events(c, request->follow);
+      return answer_events(c, request->follow, request->lines);
     case Command::Logs:
       return answer_logs(c, *request);
     case Command::Reload:
@@ -286,10 +286,13 @@ void Server::handle_line(Client& c, std::string_view line) {
   }
 }
 
-void Server::answer_events(Client& c, bool follow) {
+void Server::answer_events(Client& c, bool follow, std::optional<size_t> last) {
   std::string out = "{\"ok\":true,\"events\":[";
   bool first = true;
-  for (const std::string& e : ring_.lines()) {
+  const auto& all = ring_.lines();
+  size_t skip = last && all.size() > *last ? all.size() - *last : 0;
+  for (auto it = all.begin() + static_cast<std::ptrdiff_t>(skip); it != all.end(); ++it) {
+    const std::string& e = *it;
     if (!first) out += ',';
     out += e;
     first = false;
@@ -318,7 +321,8 @@ void Server::answer_logs(Client& c, const Request& request) {
   for (const auto& [slot, ring] : output_) {
     if (!named(slot)) continue;
     const auto& all = ring.lines();
-    size_t skip = all.size() > request.lines ? all.size() - request.lines : 0;
+    size_t want = request.lines.value_or(kDefaultLogLines);
+    size_t skip = all.size() > want ? all.size() - want : 0;
     for (auto it = all.begin() + static_cast<std::ptrdiff_t>(skip); it != all.end(); ++it)
       lines.push_back(&*it);
   }

@@ -104,7 +104,7 @@ class Server {
   void read_from(Client& c);
   void serve(Client& c);
   void handle_line(Client& c, std::string_view line);
-  void answer_events(Client& c, bool follow);
+  void answer_events(Client& c, bool follow, std::optional<size_t> last);
   void answer_logs(Client& c, const Request& request);
   void ask_reload(Client& c);
   void run_reload();

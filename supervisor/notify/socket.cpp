@@ -67,10 +67,8 @@ std::optional<unsigned> kernel_queue_limit() {
 std::optional<std::string> short_queue_warning(std::optional<unsigned> limit) {
   if (!limit || *limit >= kShortQueue) return std::nullopt;
   return fmt::format(
-      "the kernel queues at most {} datagrams on a notify socket (net.unix.max_dgram_qlen): "
-      "under load a worker's request reports wait for room, and a process may serve past "
-      "its max_requests limit before recycler hears of it, and recycler reads each report "
-      "on a wake-up of its own instead of in batches; systemd raises it to 512 at boot: "
+      "net.unix.max_dgram_qlen queues at most {} datagrams per notify socket: request counts "
+      "may lag and a process serve past max_requests; systemd sets 512: "
       "sysctl -w net.unix.max_dgram_qlen=512 before recycler starts",
       *limit);
 }

@@ -175,6 +175,9 @@ TEST_F(Control, RestartStopAndStartOneProgram) {
     ++views;
   EXPECT_EQ(views, 2u) << top.out;
   EXPECT_THAT(top.out, HasSubstr("api[0]"));
+  // Under the table, the last events: the restart just made among them.
+  EXPECT_THAT(top.out, ::testing::ContainsRegex("last events:\n(.*\n)*20[0-9 :.-]+ info    "
+                                                "start: api\\[0\\] started: pid"));
 
   Cli unknown = cli({"restart", "--socket", socket_, "nope"});
   EXPECT_EQ(unknown.code, 1);
@@ -221,6 +224,13 @@ TEST_F(Control, EventsFollowSeesALiveEvent) {
   Cli recent = cli({"events", "--socket", socket_});
   EXPECT_EQ(recent.code, 0);
   EXPECT_THAT(recent.out, HasSubstr("start: web[0] started"));
+  // The log's style: local time to the millisecond, the level padded to 7.
+  EXPECT_THAT(recent.out, ::testing::ContainsRegex("20[0-9][0-9]-[0-9][0-9]-[0-9][0-9] "
+                                                   "[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\\.[0-9]{3} "
+                                                   "info    start: web\\[0\\] started"));
+  Cli last = cli({"events", "--socket", socket_, "-n", "1", "--json"});
+  EXPECT_EQ(last.code, 0);
+  EXPECT_EQ(std::count(last.out.begin(), last.out.end(), '\n'), 1) << last.out;
 
   Child follower = spawn_cli({"events", "--follow", "--json", "--socket", socket_});
   // The recent ones come first: then the follower is in place.

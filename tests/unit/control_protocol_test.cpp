@@ -99,6 +99,53 @@ TEST(ControlProtocol, TheEventRingKeepsTheMostRecent) {
   EXPECT_THAT(ring.lines(), ::testing::ElementsAre("2", "3", "4"));
 }
 
+// A slot's output ring is bounded by bytes too: one chatty worker of long
+// lines holds kLogRingBytes, not kLogRingLines of 16 KiB each.
+TEST(ControlProtocol, TheOutputRingIsBoundedByBytes) {
+  EventRing ring(1000, 10);
+  for (const char* line : {"aaaa", "bbbb", "cccc"}) ring.push(line);
+  EXPECT_THAT(ring.lines(), ::testing::ElementsAre("bbbb", "cccc"));
+  EXPECT_EQ(ring.bytes(), 8u);
+  ring.push(std::string(50, 'x'));  // longer than the bound: kept alone
+  EXPECT_EQ(ring.lines().size(), 1u);
+}
+
+TEST(ControlProtocol, LogsTakeTargetsACountAndFollow) {
+  auto r = parse_request(R"({"command":"logs","targets":["api:1"],"lines":5,"follow":true})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->command, Command::Logs);
+  EXPECT_EQ(r->targets.at(0).str(), "api:1");
+  EXPECT_EQ(r->lines, 5u);
+  EXPECT_TRUE(r->follow);
+  auto again = parse_request(request_line(*r));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->lines, 5u);
+  EXPECT_TRUE(again->follow);
+  auto many = parse_request(R"({"command":"logs","lines":99999999})");
+  ASSERT_TRUE(many);
+  EXPECT_EQ(many->lines, kLogRingLines) << "no more than a ring holds";
+  EXPECT_FALSE(parse_request(R"({"command":"logs","lines":-1})"));
+  EXPECT_FALSE(parse_request(R"({"command":"status","lines":3})"));
+  auto events = parse_request(R"({"command":"events","lines":3})");
+  ASSERT_TRUE(events);
+  EXPECT_EQ(events->lines, 3u);
+  EXPECT_EQ(parse_request(R"({"command":"events"})")->lines, std::nullopt) << "all";
+}
+
+TEST(ControlProtocol, AnOutputLineIsJsonWhateverTheBytes) {
+  std::string line = output_line("2026-11-28T05:00:00.000Z", "api", 1, 42, "stderr",
+                                 std::string("bad \xff \x1b[2J\n", 11), true);
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << line;
+  EXPECT_EQ(j["program"], "api");
+  EXPECT_EQ(j["slot"], 1);
+  EXPECT_EQ(j["pid"], 42);
+  EXPECT_EQ(j["stream"], "stderr");
+  EXPECT_EQ(j["line"], "bad \xef\xbf\xbd \x1b[2J\n");
+  EXPECT_EQ(j["partial"], true);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line";
+}
+
 // The newline-ended lines of a table.
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
