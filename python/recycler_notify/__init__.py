@@ -48,7 +48,9 @@ RECYCLER_REQUESTS_BATCH_BELOW=N in its workers' environment: its smallest
 per-process request limit ("unlimited" when none of its policies acts on a
 process's count). A process sends its first request at once, then holds its
 counts until it has served N (sending what it holds at most BATCH_SECONDS
-after the last report, with its next request), and from its Nth request on
+after the last report: with its next request, or from a timer when no
+request comes, so that an idle process leaves nothing uncounted), and from
+its Nth request on
 sends each one as it is served: recycler still decides on the very request
 that reaches a limit, for one datagram every N requests or so instead of one a
 request. Without the variable every request is sent as it is served.
@@ -94,14 +96,17 @@ _sent_at = _NEVER  # time.monotonic() of the last count sent
 _limit = None  # the request limit recycler drew for this process, once it said
 _answer_until = _NEVER  # requests() looks for recycler's answer until then
 _waited = False  # the report that reached _limit was sent (and its answer waited for)
+_idle_flush = None  # the timer that sends held counts when no request comes
 _clock = time.monotonic
 
 
 def _forget_process():
     """What belongs to one process only: a fork starts afresh."""
     global _pid, _sock, _pending_requests, _served, _sent_at, _limit, _answer_until, _waited
+    global _idle_flush
     _pid, _sock, _pending_requests, _served, _sent_at = None, None, 0, 0, _NEVER
     _limit, _answer_until, _waited = None, _NEVER, False
+    _idle_flush = None  # the parent's timer thread does not exist in a child
 
 
 def _reset_in_child():
@@ -288,6 +293,7 @@ def requests(n=1):
                     _read_answers(_sock)
                 holds_below = _batch_below if _limit is None else _limit
                 if _served < holds_below and now - _sent_at < BATCH_SECONDS:
+                    _arm_idle_flush()
                     return True
         return _send_requests(0 if counted else n, now)
     except Exception:
@@ -324,6 +330,29 @@ def _read_answers(sock, timeout=0, until_seen=False):
                 _limit = int(value)
             elif key == "RECYCLER_REQUESTS_SEEN":
                 seen = max(seen or 0, int(value))
+
+
+def _arm_idle_flush():
+    """Under _lock, with counts held: sends them BATCH_SECONDS from now
+    unless a request sends them first (a process that goes idle holds none)."""
+    global _idle_flush
+    if _idle_flush is not None:
+        return
+    timer = threading.Timer(BATCH_SECONDS, _flush_when_idle)
+    timer.daemon = True  # never keeps a process from exiting
+    _idle_flush = timer
+    timer.start()
+
+
+def _flush_when_idle():
+    global _idle_flush, _sent_at
+    with _lock:
+        if _idle_flush is not threading.current_thread():
+            return  # a fork, or another timer since
+        _idle_flush = None
+    if flush():
+        with _lock:
+            _sent_at = _clock()
 
 
 def flush():

@@ -96,6 +96,27 @@ class NotifyTest(SupervisedTest):
         self.assertTrue(recycler_notify.flush(), "nothing held back")
         self.assertIsNone(self.supervisor.receive(timeout=0))
 
+    def test_counts_held_back_go_out_when_the_process_goes_idle(self):
+        # A process of its own: the batch size is read once per process.
+        # It serves 5 requests, then none while it idles for 30 s (killed
+        # before then): the 4 held after the first must come all the same.
+        env = dict(os.environ, PYTHONPATH=PACKAGE_DIR, RECYCLER_REQUESTS_BATCH_BELOW="100")
+        code = ("import time, recycler_notify as r\n"
+                "r.BATCH_SECONDS = 0.2\n"
+                "for _ in range(5): r.requests()\n"
+                "print('served', flush=True)\n"
+                "time.sleep(30)\n")
+        child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(child.stdout.readline(), b"served\n")
+            self.assertEqual(self.supervisor.receive(), "RECYCLER_REQUESTS=1", "the first at once")
+            self.assertEqual(self.supervisor.receive(), "RECYCLER_REQUESTS=4",
+                             "the rest from the idle timer")
+            self.assertIsNone(child.poll(), "while the process still idles")
+        finally:
+            child.kill()
+            child.wait()
+
     def test_the_command_line_sends_one_message(self):
         env = dict(os.environ, PYTHONPATH=PACKAGE_DIR)
         done = subprocess.run([sys.executable, "-m", "recycler_notify", "READY=1", "STATUS=hi"],

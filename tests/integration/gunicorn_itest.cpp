@@ -362,6 +362,13 @@ TEST(Gunicorn, StatusAndMetricsShowEachProcessItsRecyclesAndItsFiguresAgainstIts
   bool seen = false;
   while (!(seen = listed()) && std::chrono::steady_clock::now() < deadline) r.collect();
   ASSERT_TRUE(seen) << w.dump(2);
+  // Every request served is counted, also those the processes still running
+  // held back below their limits: sent once they went idle (status said 169
+  // after 200 requests, for as long as no more came).
+  deadline = std::chrono::steady_clock::now() + scaled(10s);
+  while (!(listed() && w["requests"] == 100) && std::chrono::steady_clock::now() < deadline)
+    r.collect();
+  EXPECT_EQ(w["requests"], 100) << w.dump(2);
   EXPECT_EQ(w["restarts"]["recycles"], recycled) << w.dump(2);
   EXPECT_EQ(w["restarts"]["process_recycles"], recycled);
   EXPECT_EQ(w["generation"], 1) << "the master never restarted";
