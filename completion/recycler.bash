@@ -98,7 +98,7 @@ _recycler() {
     check) options="-h --help -c --config" ;;
     replay) options="-h --help -c --config --program --stop-at-first --seed" ;;
     status | start | stop | restart | recycle | signal | reload) options=$common ;;
-    events) options="$common -f --follow" ;;
+    events) options="$common -f --follow -n --lines" ;;
     logs) options="$common -n --lines -f --follow" ;;
     top) options="$common --interval -n --count" ;;
     *) return 0 ;;
