@@ -198,6 +198,14 @@ class Leak final : public Policy {
     return s_.limit.percent.has_value() && !gpu_metric(s_.metric);
   }
   bool may_loop() const override { return true; }
+  // The earliest a slope is trusted: the early decision, kEarlyBuckets of
+  // the window's buckets past the warm-up.
+  std::optional<FirstDecision> first_decision() const override {
+    Duration after = s_.warmup + s_.window * kEarlyBuckets / static_cast<int64_t>(kBuckets);
+    return FirstDecision{after, "its warmup " + units::format_duration(s_.warmup) +
+                                    ", then over a third of its window " +
+                                    units::format_duration(s_.window)};
+  }
 
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
     auto state = std::make_unique<State>(seconds(s_.window) / kBuckets);

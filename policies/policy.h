@@ -145,6 +145,14 @@ class Policy {
     (void)memory_max;
     return std::nullopt;
   }
+  // How long after a start it needs samples before it can decide at all,
+  // and why (replay says so when a trace ends sooner); nullopt: from the
+  // first sample.
+  struct FirstDecision {
+    Duration after;
+    std::string why;
+  };
+  virtual std::optional<FirstDecision> first_decision() const { return std::nullopt; }
   // Its whole-worker decisions ask for a checkpoint first (action:
   // checkpoint): a recycle asked from the control socket does the same.
   virtual bool checkpoints() const { return false; }

@@ -294,9 +294,16 @@ int replay_command(const ReplayArgs& a) {
               << " at " << r.t << " s (" << r.policy << " policy)";
   }
   std::cerr << "\n";
-  // "0 decisions" from a column the trace never filled is no verdict on the
-  // policy: say so.
+  // "0 decisions" from a column the trace never filled, or from a trace that
+  // ends before a policy may decide, is no verdict on the policy: say so.
   for (const config::PolicyConfig& p : program->policies) {
+    auto first = p.policy->first_decision();
+    policies::TimePoint end = samples->empty() ? policies::TimePoint{} : samples->back().t;
+    if (first && end.time_since_epoch() < first->after)
+      std::cerr << "recycler: note: the " << p.name << " policy decides nothing before "
+                << units::format_duration(first->after) << " after a start (" << first->why
+                << "); this trace ends at " << timeline::seconds(end)
+                << " s: it could not decide anything here\n";
     auto name = p.policy->metric();
     auto metric = name ? policies::parse_metric(*name) : std::nullopt;
     if (!metric) continue;

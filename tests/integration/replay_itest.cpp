@@ -64,6 +64,28 @@ TEST(Replay, APolicyOnAColumnTheTraceNeverFilledIsNamed) {
   EXPECT_EQ(filled.count("note:"), 0u) << filled.output();
 }
 
+// A leak policy decides nothing before its warm-up and a third of its
+// window: a shorter trace's "0 decisions" says so.
+TEST(Replay, ATraceThatEndsBeforeAPolicyMayDecideIsNamed) {
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", R"(programs:
+  app:
+    command: ["true"]
+    policies:
+      - leak: {metric: anon, window: 10m, warmup: 2m, horizon: 15m, limit: 1GiB}
+)");
+  std::string rows = "t,anon\n";
+  for (int t = 0; t <= 120; t += 10)
+    rows += std::to_string(t) + "," + std::to_string(t << 20) + "\n";
+  Recycler r({"replay", "-c", cfg, sb.write("t.csv", rows)}, Recycler::Options{});
+  EXPECT_TRUE(r.wait_for("0 decisions"));
+  EXPECT_TRUE(
+      r.wait_for("recycler: note: the leak policy decides nothing before 5m45s after a "
+                 "start (its warmup 2m, then over a third of its window 10m); this trace "
+                 "ends at 120 s: it could not decide anything here"));
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
 TEST(Replay, ABadTraceIsReportedAsFileLineColumnWithExitStatus2) {
   Recycler r({"replay", "-c", kCorpus, "--program", "host", kFixtures + "/bad.csv"},
              Recycler::Options{});
