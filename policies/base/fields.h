@@ -28,6 +28,11 @@ class ErrorSink {
  public:
   virtual ~ErrorSink() = default;
   virtual void error(const YAML::Mark& at, std::string message) = 0;
+  // Valid but likely not what was meant; ignored by sinks that keep errors only.
+  virtual void warning(const YAML::Mark& at, std::string message) {
+    (void)at;
+    (void)message;
+  }
 };
 
 // "a, b or c"

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "policies/base/units.h"
@@ -59,6 +60,38 @@ std::shared_ptr<const policies::Policy> build_policy(const PolicySpec& spec,
   return policy;
 }
 
+// Host memory a limit on which the kernel enforces at limits.memory_max.
+bool host_memory(std::string_view metric) {
+  return metric != "device" && metric != "gpu" && metric != "gpu_total";
+}
+
+// A policy that decides nothing for a while after each start (the leak
+// policy's warm-up and first third of its window), and no policy that
+// watches memory from the first sample: a fast leak meets the kernel's OOM
+// killer at memory_max first, with no word (wrap mode adds a backstop for
+// --leak; a config is told).
+void warn_late_first_decision(const ProgramSpec& spec, const ProgramConfig& program,
+                              fields::ErrorSink& errors) {
+  if (!program.limits.memory_max || spec.policies.size() != program.policies.size()) return;
+  std::optional<size_t> late;
+  for (size_t i = 0; i < program.policies.size(); ++i) {
+    const policies::Policy& p = *program.policies[i].policy;
+    auto metric = p.metric();
+    if (!metric || !host_memory(*metric) || !p.limit(program.limits.memory_max)) continue;
+    if (!p.first_decision()) return;  // watched from the first sample
+    if (!late) late = i;
+  }
+  if (!late) return;
+  const PolicySpec& s = spec.policies[*late];
+  auto first = program.policies[*late].policy->first_decision();
+  errors.warning(s.name_mark,
+                 s.path + ": decides nothing for " + units::format_duration(first->after) +
+                     " after each start (" + first->why +
+                     "), and no other policy watches memory meanwhile: a leak that fills "
+                     "limits.memory_max sooner meets the OOM killer; a backstop such as "
+                     "`- memory: {limit: 95%}` restarts it first");
+}
+
 }  // namespace
 
 void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors) {
@@ -70,6 +103,7 @@ void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink&
                    p.path + ": a percentage limit needs limits.memory_max, which is not set");
     program.policies.push_back(PolicyConfig{p.name, p.source, std::move(policy)});
   }
+  warn_late_first_decision(spec, program, errors);
   if (spec.requests) {
     const RequestsSpec& r = *spec.requests;
     std::string why;

@@ -45,7 +45,7 @@ class Report final : public fields::ErrorSink {
   void error(const YAML::Mark& at, std::string message) override {
     errors_.push_back(make(at, std::move(message), false));
   }
-  void warning(const YAML::Mark& at, std::string message) {
+  void warning(const YAML::Mark& at, std::string message) override {
     warnings_.push_back(make(at, std::move(message), true));
   }
 

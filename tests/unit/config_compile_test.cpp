@@ -312,3 +312,54 @@ TEST(Compile, AReloadComparesThePatternNotItsCompiledForm) {
 
 }  // namespace
 }  // namespace recycler::config
+
+namespace recycler::config {
+namespace {
+
+// A leak policy decides nothing in its warm-up and the first third of its
+// window; alone on host memory under memory_max, a fast leak meets the OOM
+// killer first: said once, at the policy. A policy that watches memory from
+// the first sample (the backstop), no memory_max, or device memory: silent.
+TEST(Policies, ALeakPolicyWithoutABackstopIsWarnedThatItDecidesLate) {
+  EXPECT_THAT(
+      test::warnings(R"(programs:
+  train:
+    command: ["true"]
+    limits: {memory_max: 512MiB}
+    policies:
+      - threads: {limit: 100}
+      - leak: {metric: anon, window: 10m, warmup: 2m, limit: 90%}
+)"),
+      ElementsAre("test.yaml:7:9: warning: programs.train.policies[1].leak: decides nothing "
+                  "for 5m45s after each start (its warmup 2m, then over a third of its "
+                  "window 10m), and no other policy watches memory meanwhile: a leak that "
+                  "fills limits.memory_max sooner meets the OOM killer; a backstop such as "
+                  "`- memory: {limit: 95%}` restarts it first"));
+  EXPECT_THAT(test::warnings(R"(programs:
+  train:
+    command: ["true"]
+    limits: {memory_max: 512MiB}
+    policies:
+      - leak: {metric: anon, limit: 90%}
+      - memory: {metric: anon, limit: 95%}
+)"),
+              ::testing::IsEmpty());
+  EXPECT_THAT(test::warnings(R"(programs:
+  train:
+    command: ["true"]
+    policies:
+      - leak: {metric: anon, limit: 1GiB}
+)"),
+              ::testing::IsEmpty());
+  EXPECT_THAT(test::warnings(R"(programs:
+  train:
+    command: ["true"]
+    limits: {memory_max: 512MiB}
+    policies:
+      - leak: {metric: device, limit: 16GiB}
+)"),
+              ::testing::IsEmpty());
+}
+
+}  // namespace
+}  // namespace recycler::config
