@@ -22,18 +22,10 @@ std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-// Now, as events and output lines carry it: UTC, to the millisecond.
-std::string timestamp() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", std::chrono::floor<std::chrono::seconds>(now),
-                     ms % 1000);
-}
-
 // An event as the JSON log writes it: time, level, event, msg, then its fields.
 std::string event_line(log::Level level, std::string_view name, std::string_view message,
                        const log::Fields& fields) {
-  Json j{{"time", timestamp()},
+  Json j{{"time", control::timestamp()},
          {"level", config::to_string(level)},
          {"event", name},
          {"msg", message}};
@@ -88,7 +80,7 @@ void Supervisor::open_control() {
     const char* name = stream == log::Stream::Stdout ? "stdout" : "stderr";
     control_->publish_output(
         std::string(program), slot,
-        control::output_line(timestamp(), program, slot, pid, name, line, partial));
+        control::output_line(control::timestamp(), program, slot, pid, name, line, partial));
   });
 }
 

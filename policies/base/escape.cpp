@@ -61,7 +61,24 @@ std::string escape_text(std::string_view raw) {
 std::string json_escape(std::string_view raw) {
   std::string out;
   out.reserve(raw.size() + 8);
+  json_escape_to(out, raw);
+  return out;
+}
+
+void json_escape_to(std::string& out, std::string_view raw) {
   for (size_t i = 0; i < raw.size();) {
+    // Printable ASCII that needs no escape, appended a run at a time.
+    size_t run = i;
+    while (run < raw.size()) {
+      auto b = static_cast<unsigned char>(raw[run]);
+      if (b < 0x20 || b >= 0x7F || b == '"' || b == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(raw.substr(i, run - i));
+      i = run;
+      continue;
+    }
     auto c = static_cast<unsigned char>(raw[i]);
     size_t len = utf8_sequence(raw, i);
     if (len == 0) {
@@ -98,7 +115,6 @@ std::string json_escape(std::string_view raw) {
     }
     ++i;
   }
-  return out;
 }
 
 }  // namespace recycler

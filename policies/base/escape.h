@@ -20,5 +20,7 @@ std::string escape_text(std::string_view raw);
 // For a JSON string: valid UTF-8 out, bad bytes become U+FFFD, quotes,
 // backslashes and control characters escaped.
 std::string json_escape(std::string_view raw);
+// The same, appended to `out` (no string of its own: a worker's output line).
+void json_escape_to(std::string& out, std::string_view raw);
 
 }  // namespace recycler

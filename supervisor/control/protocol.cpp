@@ -1,9 +1,13 @@
 #include "supervisor/control/protocol.h"
 
+#include <fmt/chrono.h>
+
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <limits>
 
+#include "policies/base/escape.h"
 #include "policies/base/units.h"
 #include "supervisor/config/parse.h"
 
@@ -322,12 +326,41 @@ void EventRing::push(std::string line) {
   }
 }
 
+// Once per line of a chatty worker: the date and time to the second are
+// formatted once a second.
+std::string timestamp() {
+  auto now = std::chrono::system_clock::now();
+  auto second = std::chrono::floor<std::chrono::seconds>(now);
+  thread_local std::chrono::system_clock::time_point cached_second{};
+  thread_local std::string cached;
+  if (cached.empty() || second != cached_second) {
+    cached = fmt::format("{:%Y-%m-%dT%H:%M:%S}", second);
+    cached_second = second;
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - second).count();
+  return fmt::format("{}.{:03}Z", cached, ms);
+}
+
+// Built by hand rather than through a Json object: a chatty worker sends
+// hundreds of thousands of lines a second (bench/output_bench.cpp).
 std::string output_line(std::string_view time, std::string_view program, unsigned slot, pid_t pid,
                         std::string_view stream, std::string_view line, bool partial) {
-  Json j{{"time", time}, {"program", program}, {"slot", slot},
-         {"pid", pid},   {"stream", stream},   {"line", line}};
-  if (partial) j["partial"] = true;
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string out;
+  out.reserve(line.size() + program.size() + 112);
+  out += R"({"time":")";
+  json_escape_to(out, time);
+  out += R"(","program":")";
+  json_escape_to(out, program);
+  out += R"(","slot":)";
+  out += std::to_string(slot);
+  out += R"(,"pid":)";
+  out += std::to_string(pid);
+  out += R"(,"stream":")";
+  json_escape_to(out, stream);
+  out += R"(","line":")";
+  json_escape_to(out, line);
+  out += partial ? R"(","partial":true})" : R"("})";
+  return out;
 }
 
 }  // namespace recycler::control

@@ -101,6 +101,10 @@ class EventRing {
   std::deque<std::string> lines_;
 };
 
+// Now, as events and output lines carry it: "2026-11-28T05:32:08.123Z" (UTC,
+// to the millisecond).
+std::string timestamp();
+
 // One line a worker wrote, as `logs` sends it: {"time", "program", "slot",
 // "pid", "stream", "line"} (and "partial": true for a piece of an over-long
 // line). `line` is any bytes: invalid UTF-8 becomes U+FFFD.
