@@ -30,7 +30,8 @@ constexpr size_t kMaxTotalPendingOutput = 32 << 20;    // all clients' unread ou
 constexpr size_t kEventRingSize = 1000;                // recent events kept for `events`
 constexpr size_t kMaxTargets = 4096;                   // programs or slots named in one request
 constexpr size_t kLogRingLines = 1000;        // recent output lines kept per slot, for `logs`
-constexpr size_t kLogRingBytes = 256 * 1024;  // and at most these bytes of them per slot
+constexpr size_t kLogRingBytes = 256 * 1024;  // and at most these bytes of them per slot,
+constexpr size_t kLogTotalBytes = 64 << 20;   // and of all slots (past 256 slots: less each)
 constexpr size_t kDefaultLogLines = 50;       // `logs` without "lines"
 
 enum class Command { Status, Start, Stop, Restart, Recycle, Signal, Reload, Events, Logs };
@@ -92,6 +93,8 @@ class EventRing {
       : capacity_(capacity), max_bytes_(max_bytes) {}
   void push(std::string line);
   const std::deque<std::string>& lines() const { return lines_; }
+  // A new bound in bytes, applied from the next push.
+  void set_max_bytes(size_t max_bytes) { max_bytes_ = max_bytes; }
   size_t bytes() const { return bytes_; }
 
  private:

@@ -410,6 +410,12 @@ void Server::publish_output(const std::string& program, unsigned slot, std::stri
     if (auto it = clients_.find(id); it != clients_.end()) send(*it->second, line);
   auto [ring, added] =
       output_.try_emplace({program, slot}, EventRing(kLogRingLines, kLogRingBytes));
+  if (added) {
+    // All rings together stay within kLogTotalBytes: past 256 slots, each
+    // keeps its share.
+    size_t share = std::min(kLogRingBytes, kLogTotalBytes / output_.size());
+    for (auto& [key, r] : output_) r.set_max_bytes(share);
+  }
   ring->second.push(std::move(line));
 }
 

@@ -110,6 +110,18 @@ TEST(ControlProtocol, TheOutputRingIsBoundedByBytes) {
   EXPECT_EQ(ring.lines().size(), 1u);
 }
 
+// Past 256 slots each keeps its share of kLogTotalBytes: a smaller bound
+// applies from the next push.
+TEST(ControlProtocol, AnOutputRingShrinksToANewBound) {
+  EventRing ring(1000, 100);
+  for (int i = 0; i < 10; ++i) ring.push(std::string(10, 'a'));
+  EXPECT_EQ(ring.bytes(), 100u);
+  ring.set_max_bytes(30);
+  ring.push(std::string(10, 'b'));
+  EXPECT_EQ(ring.bytes(), 30u);
+  EXPECT_EQ(ring.lines().back(), std::string(10, 'b'));
+}
+
 TEST(ControlProtocol, LogsTakeTargetsACountAndFollow) {
   auto r = parse_request(R"({"command":"logs","targets":["api:1"],"lines":5,"follow":true})");
   ASSERT_TRUE(r) << r.error().message;
