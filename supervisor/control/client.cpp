@@ -415,6 +415,9 @@ int logs_command(const ClientOptions& o, const std::vector<std::string>& names, 
   auto j = ask(o, r, &c);
   if (!j) return kExitUnreachable;
   if (!ok(*j)) return failed(*j, o.json);
+  if (uint64_t left_out = j->value("left_out", uint64_t{0}); left_out > 0 && !o.json)
+    std::cerr << "recycler: the " << left_out << " oldest lines left out (one answer holds "
+              << (kMaxLogAnswerBytes >> 20) << " MiB): name a slot, or ask for fewer with -n\n";
   if (auto out = j->find("lines"); out != j->end() && out->is_array())
     for (const Json& e : *out) print_output(e, o.json);
   if (!follow) return 0;

@@ -29,10 +29,11 @@ constexpr size_t kMaxPendingOutput = 8 * 1024 * 1024;  // unread output of one c
 constexpr size_t kMaxTotalPendingOutput = 32 << 20;    // all clients' unread output
 constexpr size_t kEventRingSize = 1000;                // recent events kept for `events`
 constexpr size_t kMaxTargets = 4096;                   // programs or slots named in one request
-constexpr size_t kLogRingLines = 1000;        // recent output lines kept per slot, for `logs`
-constexpr size_t kLogRingBytes = 256 * 1024;  // and at most these bytes of them per slot,
-constexpr size_t kLogTotalBytes = 64 << 20;   // and of all slots (past 256 slots: less each)
-constexpr size_t kDefaultLogLines = 50;       // `logs` without "lines"
+constexpr size_t kLogRingLines = 1000;          // recent output lines kept per slot, for `logs`
+constexpr size_t kLogRingBytes = 256 * 1024;    // and at most these bytes of them per slot,
+constexpr size_t kLogTotalBytes = 64 << 20;     // and of all slots (past 256 slots: less each)
+constexpr size_t kMaxLogAnswerBytes = 4 << 20;  // of lines in one `logs` answer (the newest)
+constexpr size_t kDefaultLogLines = 50;         // `logs` without "lines"
 
 enum class Command { Status, Start, Stop, Restart, Recycle, Signal, Reload, Events, Logs };
 const char* to_string(Command command);
@@ -111,6 +112,8 @@ std::string timestamp();
 // One line a worker wrote, as `logs` sends it: {"time", "program", "slot",
 // "pid", "stream", "line"} (and "partial": true for a piece of an over-long
 // line). `line` is any bytes: invalid UTF-8 becomes U+FFFD.
+// Its first bytes, {"time":"2026-11-28T05:32:08.123Z", sort lines by time.
+constexpr size_t kOutputTimePrefix = 33;
 std::string output_line(std::string_view time, std::string_view program, unsigned slot, pid_t pid,
                         std::string_view stream, std::string_view line, bool partial);
 

@@ -315,8 +315,6 @@ void Server::answer_logs(Client& c, const Request& request) {
       if (matches(t, slot.first, slot.second)) return true;
     return false;
   };
-  // Each line begins {"time":"...": the same format everywhere, so its text
-  // sorts by time.
   std::vector<const std::string*> lines;
   for (const auto& [slot, ring] : output_) {
     if (!named(slot)) continue;
@@ -326,14 +324,26 @@ void Server::answer_logs(Client& c, const Request& request) {
     for (auto it = all.begin() + static_cast<std::ptrdiff_t>(skip); it != all.end(); ++it)
       lines.push_back(&*it);
   }
-  std::stable_sort(lines.begin(), lines.end(),
-                   [](const std::string* a, const std::string* b) { return *a < *b; });
+  // By time alone (a slot's lines of one millisecond stay in their order).
+  auto time_of = [](const std::string* line) {
+    return std::string_view(*line).substr(0, kOutputTimePrefix);
+  };
+  std::stable_sort(lines.begin(), lines.end(), [&](const std::string* a, const std::string* b) {
+    return time_of(a) < time_of(b);
+  });
+  // The newest that fit in one answer (many slots' full rings would pass a
+  // client's kMaxPendingOutput, and it would be dropped unanswered).
+  size_t first = lines.size(), bytes = 0;
+  while (first > 0 && bytes + lines[first - 1]->size() + 1 <= kMaxLogAnswerBytes)
+    bytes += lines[--first]->size() + 1;
   std::string out = "{\"ok\":true,\"lines\":[";
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (i) out += ',';
+  for (size_t i = first; i < lines.size(); ++i) {
+    if (i > first) out += ',';
     out += *lines[i];
   }
-  out += "]}";
+  out += "]";
+  if (first > 0) out += ",\"left_out\":" + std::to_string(first);
+  out += "}";
   c.following = request.follow;
   c.follows_output = request.follow;
   c.log_targets = request.targets;

@@ -495,6 +495,51 @@ TEST_F(Control, LogsShowsASlotsRecentOutputAndFollowsIt) {
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }
 
+// 40 slots' full rings (256 KiB each) make more than a client may be sent at
+// once (kMaxPendingOutput, 8 MiB): it was dropped unanswered. Now the newest
+// lines that fit in one answer (4 MiB) come, and the CLI says how many older
+// ones it left out.
+TEST_F(Control, LogsOfManySlotsSendsTheNewestThatFitInOneAnswer) {
+  std::string cfg = write_config(R"(  big:
+    command: ["sh", "-c", "yes \"$(head -c 2000 /dev/zero | tr '\\0' x)\" | head -n 150; echo done; exec sleep 1000"]
+    instances: 40
+    stop: {timeout: 2s}
+)");
+  Recycler::Options o = in_sandbox(*sb_);
+  o.discard_lines_with = "out | xxxxxxxxxx";  // counted, not kept
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  // Each slot's last line is "done" once it has printed all (the log may drop
+  // lines while this test does not read it; the rings keep them).
+  auto all_done = [&] {
+    r.collect();
+    Cli last = cli({"logs", "--socket", socket_, "big", "-n", "1"});
+    size_t done = 0;
+    for (size_t at = 0; (at = last.out.find("out | done\n", at)) != std::string::npos; ++at) ++done;
+    return done == 40;
+  };
+  auto deadline = std::chrono::steady_clock::now() + scaled(30s);
+  bool done = false;
+  while (!(done = all_done()) && std::chrono::steady_clock::now() < deadline) {
+  }
+  ASSERT_TRUE(done);
+  Cli all = cli({"logs", "--socket", socket_, "big", "-n", "1000"});
+  EXPECT_EQ(all.code, 0) << all.err;
+  EXPECT_THAT(all.err, ::testing::MatchesRegex("recycler: the [0-9]+ oldest lines left out \\(one "
+                                               "answer holds 4 MiB\\): name a slot, or ask for "
+                                               "fewer with -n\n"));
+  EXPECT_GT(all.out.size(), 3u << 20);
+  EXPECT_LE(all.out.size(), 4u << 20) << "the text is shorter than the JSON it came as";
+  Cli json = cli({"logs", "--socket", socket_, "big", "-n", "1000", "--json"});
+  EXPECT_EQ(json.code, 0);
+  EXPECT_EQ(json.err, "") << "--json: no note";
+  Cli one = cli({"logs", "--socket", socket_, "big:7", "-n", "1000"});
+  EXPECT_EQ(one.code, 0);
+  EXPECT_EQ(one.err, "") << "one slot's ring fits whole";
+  EXPECT_THAT(one.out, ::testing::EndsWith("big[7] out | done\n"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(20s)), 0);
+}
+
 // Without -c or --socket, the one recycler answering in /run/recycler; with
 // several, each is listed and none chosen. (Other tests may run recyclers
 // there meanwhile: each case says which it met.)
