@@ -88,7 +88,7 @@ void warn_late_first_decision(const ProgramSpec& spec, const ProgramConfig& prog
                  s.path + ": decides nothing for " + units::format_duration(first->after) +
                      " after each start (" + first->why +
                      "), and no other policy watches memory meanwhile: a leak that fills "
-                     "limits.memory_max sooner meets the OOM killer; a backstop such as "
+                     "limits.memory_max sooner is killed by the kernel first; a backstop such as "
                      "`- memory: {limit: 95%}` restarts it first");
 }
 

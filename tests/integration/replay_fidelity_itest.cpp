@@ -127,6 +127,7 @@ TEST(ReplayFidelity, ACheckpointingTrainersDecisionIsTheSameInReplay) {
               "--epochs", "12", "--steps", "10", "--step-time", "0.1", "--model-mib", "32",
               "--leak-mib", "48", "--validation-mib", "32",
               "--checkpoint", ")" + sb.tmp() + R"(/ckpt.json", "--checkpoint-every", "5"]
+    env: {PYTHONPATH: ")" + examples_dir() + R"(/../python"}
     limits: {memory_max: 512MiB}
     sample_interval: 200ms
     min_uptime: 1s

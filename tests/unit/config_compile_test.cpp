@@ -330,11 +330,12 @@ TEST(Policies, ALeakPolicyWithoutABackstopIsWarnedThatItDecidesLate) {
       - threads: {limit: 100}
       - leak: {metric: anon, window: 10m, warmup: 2m, limit: 90%}
 )"),
-      ElementsAre("test.yaml:7:9: warning: programs.train.policies[1].leak: decides nothing "
-                  "for 5m45s after each start (its warmup 2m, then over a third of its "
-                  "window 10m), and no other policy watches memory meanwhile: a leak that "
-                  "fills limits.memory_max sooner meets the OOM killer; a backstop such as "
-                  "`- memory: {limit: 95%}` restarts it first"));
+      ElementsAre(
+          "test.yaml:7:9: warning: programs.train.policies[1].leak: decides nothing "
+          "for 5m45s after each start (its warmup 2m, then over a third of its "
+          "window 10m), and no other policy watches memory meanwhile: a leak that "
+          "fills limits.memory_max sooner is killed by the kernel first; a backstop such as "
+          "`- memory: {limit: 95%}` restarts it first"));
   EXPECT_THAT(test::warnings(R"(programs:
   train:
     command: ["true"]
