@@ -156,7 +156,7 @@ TEST(ControlProtocol, AnOutputLineIsJsonWhateverTheBytes) {
   EXPECT_EQ(j["line"], "bad \xef\xbf\xbd \x1b[2J\n");
   EXPECT_EQ(j["partial"], true);
   EXPECT_EQ(line.find('\n'), std::string::npos) << "one line";
-  std::string time = R"({"time":"2026-11-28T05:00:00.000Z")";
+  std::string time = R"({"time":"2026-11-28T05:00:00.000Z)";  // up to the closing quote
   EXPECT_EQ(time.size(), kOutputTimePrefix);
   EXPECT_EQ(line.substr(0, kOutputTimePrefix), time);
 }
