@@ -363,6 +363,22 @@ void print_event(const Json& e, bool json) {
   std::cout.flush();
 }
 
+// The answer's array `key`, each object printed; then, with `follow`, each
+// object the supervisor sends until it closes the connection.
+int print_then_follow(const Json& answer, const char* key, Connection* follow, bool json,
+                      void (*print)(const Json&, bool)) {
+  if (auto items = answer.find(key); items != answer.end() && items->is_array())
+    for (const Json& e : *items) print(e, json);
+  if (!follow) return 0;
+  follow->wait_forever();
+  while (auto line = follow->line()) {
+    Json e = Json::parse(*line, nullptr, false);
+    if (e.is_object()) print(e, json);
+  }
+  std::cerr << "recycler: the supervisor closed the connection\n";
+  return kExitUnreachable;
+}
+
 // As the log writes a worker's line: time, api[0] out | the line.
 void print_output(const Json& e, bool json) {
   if (json) {
@@ -387,16 +403,7 @@ int events_command(const ClientOptions& o, bool follow, std::optional<size_t> li
   auto j = ask(o, r, &c);
   if (!j) return kExitUnreachable;
   if (!ok(*j)) return failed(*j, o.json);
-  if (auto events = j->find("events"); events != j->end() && events->is_array())
-    for (const Json& e : *events) print_event(e, o.json);
-  if (!follow) return 0;
-  c->wait_forever();
-  while (auto line = c->line()) {
-    Json e = Json::parse(*line, nullptr, false);
-    if (e.is_object()) print_event(e, o.json);
-  }
-  std::cerr << "recycler: the supervisor closed the connection\n";
-  return kExitUnreachable;
+  return print_then_follow(*j, "events", follow ? &*c : nullptr, o.json, print_event);
 }
 
 int logs_command(const ClientOptions& o, const std::vector<std::string>& names, size_t lines,
@@ -418,16 +425,7 @@ int logs_command(const ClientOptions& o, const std::vector<std::string>& names, 
   if (uint64_t left_out = j->value("left_out", uint64_t{0}); left_out > 0 && !o.json)
     std::cerr << "recycler: the " << left_out << " oldest lines left out (one answer holds "
               << (kMaxLogAnswerBytes >> 20) << " MiB): name a slot, or ask for fewer with -n\n";
-  if (auto out = j->find("lines"); out != j->end() && out->is_array())
-    for (const Json& e : *out) print_output(e, o.json);
-  if (!follow) return 0;
-  c->wait_forever();
-  while (auto line = c->line()) {
-    Json e = Json::parse(*line, nullptr, false);
-    if (e.is_object()) print_output(e, o.json);
-  }
-  std::cerr << "recycler: the supervisor closed the connection\n";
-  return kExitUnreachable;
+  return print_then_follow(*j, "lines", follow ? &*c : nullptr, o.json, print_output);
 }
 
 namespace {

@@ -37,6 +37,21 @@ Json status_json(const std::string& socket, const std::string& which = "") {
   return j;
 }
 
+// Reads `fd` until `needle` shows up or the deadline passes.
+std::string read_until(int fd, const std::string& needle, Millis timeout) {
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (seen.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    seen.append(buf, static_cast<size_t>(n));
+  }
+  return seen;
+}
+
 class Control : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -234,29 +249,11 @@ TEST_F(Control, EventsFollowSeesALiveEvent) {
 
   Child follower = spawn_cli({"events", "--follow", "--json", "--socket", socket_});
   // The recent ones come first: then the follower is in place.
-  std::string seen;
-  auto deadline = std::chrono::steady_clock::now() + scaled(10s);
-  while (seen.find("web[1] started") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd p{follower.out.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    ssize_t n = ::read(follower.out.get(), buf, sizeof(buf));
-    if (n <= 0) break;
-    seen.append(buf, static_cast<size_t>(n));
-  }
+  std::string seen = read_until(follower.out.get(), "web[1] started", scaled(10s));
   ASSERT_THAT(seen, HasSubstr("web[1] started"));
   EXPECT_EQ(cli({"recycle", "--socket", socket_, "web:0"}).code, 0);
-  deadline = std::chrono::steady_clock::now() + scaled(10s);
-  while (seen.find("\"event\":\"recycle\"") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd p{follower.out.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    ssize_t n = ::read(follower.out.get(), buf, sizeof(buf));
-    if (n <= 0) break;
-    seen.append(buf, static_cast<size_t>(n));
-  }
+  if (seen.find("\"event\":\"recycle\"") == std::string::npos)
+    seen += read_until(follower.out.get(), "\"event\":\"recycle\"", scaled(10s));
   EXPECT_THAT(seen, HasSubstr("\"event\":\"recycle\""));
   EXPECT_THAT(seen, HasSubstr("\"policy\":\"control\""));
   ::kill(follower.pid, SIGTERM);
@@ -417,21 +414,6 @@ TEST_F(Control, TheDefaultSocketIsFoundFromTheConfigAndASecondRecyclerIsRefused)
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
   struct stat st {};
   EXPECT_NE(::stat(("/run/recycler/" + name + ".sock").c_str(), &st), 0) << "removed at exit";
-}
-
-// Reads `fd` until `needle` shows up or the deadline passes.
-std::string read_until(int fd, const std::string& needle, Millis timeout) {
-  std::string seen;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (seen.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    seen.append(buf, static_cast<size_t>(n));
-  }
-  return seen;
 }
 
 // Each slot's recent output from a ring in recycler, hostile bytes escaped,
