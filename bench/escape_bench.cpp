@@ -1,4 +1,4 @@
-// The periodic escape scan (supervisor/escapes.h): one walk of recycler's
+// The periodic escape scan (supervisor/process/escapes.h): one walk of recycler's
 // process tree, as the supervisor does every EscapeTracker::kScanInterval and
 // whenever a run ends. It reads /proc/PID/stat of every process on the host
 // and asks the cgroup layer about each process below recycler.
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "supervisor/cgroup/cgroup.h"
-#include "supervisor/escapes.h"
+#include "supervisor/process/escapes.h"
 #include "supervisor/util/fd.h"
 
 namespace {

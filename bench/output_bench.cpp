@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "supervisor/control/protocol.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace {
 

@@ -97,11 +97,11 @@
 
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
-#include "supervisor/log.h"
-#include "supervisor/process.h"
-#include "supervisor/spawn.h"
-#include "supervisor/uv.h"
-#include "supervisor/worker.h"
+#include "supervisor/log/log.h"
+#include "supervisor/process/process.h"
+#include "supervisor/process/spawn.h"
+#include "supervisor/util/uv.h"
+#include "supervisor/worker/worker.h"
 
 extern char** environ;
 

@@ -22,7 +22,7 @@
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/util/pidfd.h"

@@ -176,7 +176,7 @@ std::optional<ListenAddress> parse_listen_address(std::string_view text, std::st
 
 // One entry of a program's `listen:`: a socket recycler binds once (as root,
 // before any worker runs) and passes to every start of the program's workers
-// the systemd way (supervisor/listen.h): fds 3.., LISTEN_FDS, LISTEN_PID,
+// the systemd way (supervisor/process/listen.h): fds 3.., LISTEN_FDS, LISTEN_PID,
 // LISTEN_FDNAMES. TCP (HOST:PORT, [V6]:PORT) or a unix socket (unix:/path,
 // created with `mode`, owned by `owner`/`group`).
 struct ListenSocket {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "supervisor/status.h"
+#include "supervisor/control/status.h"
 
 namespace recycler::control {
 

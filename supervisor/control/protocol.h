@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "supervisor/status.h"
+#include "supervisor/control/status.h"
 #include "supervisor/util/result.h"
 
 namespace recycler::control {

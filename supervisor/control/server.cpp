@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/util/safe_dir.h"
 #include "supervisor/util/unix_socket.h"
 

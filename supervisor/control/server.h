@@ -50,10 +50,10 @@
 #include <vector>
 
 #include "supervisor/control/protocol.h"
-#include "supervisor/timers.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::control {
 

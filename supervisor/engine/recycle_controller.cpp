@@ -12,7 +12,6 @@
 namespace recycler::engine {
 
 using config::LogLevel;
-using policies::RecycleKey;
 using units::format_duration;
 
 RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig> program,
@@ -34,7 +33,7 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
   for (unsigned i = 0; i < slots; ++i)
     slots_.push_back(Slot{
         .run = std::nullopt,
-        .guard = policies::RecycleLoopGuard(program_->min_uptime, program_->restart.backoff.initial,
+        .guard = RecycleLoopGuard(program_->min_uptime, program_->restart.backoff.initial,
                                             program_->restart.backoff.max),
         .next_generation = 0,
         .next_total = 0,
@@ -271,13 +270,13 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
     return restart(slot, policy, cause_text(policy, decision), false);
   }
   // Already under way or waiting: a policy fires on every sample until then.
-  policies::RecycleQueue& queue = queue_of(key);
+  RecycleQueue& queue = queue_of(key);
   if (queue.in_flight(key) || queue.queued(key) || (signal && signalled_.count(key.pid))) return;
   switch (queue.request(key)) {
-    case policies::RecycleQueue::Admit::Now:
+    case RecycleQueue::Admit::Now:
       carry_out(slot, policy, decision);
       break;
-    case policies::RecycleQueue::Admit::Queued:
+    case RecycleQueue::Admit::Queued:
       log(LogLevel::Info,
           fmt::format("{} recycle{} waits its turn ({} of at most {} under way): {} ({} policy)",
                       name(slot), signal ? " pid " + std::to_string(key.pid) : std::string(),
@@ -285,8 +284,8 @@ void RecycleController::decide(unsigned slot, size_t policy, Decision decision) 
                       policy_name(policy)));
       waiting_[{key.slot, key.pid}] = Waiting{policy, std::move(decision), run.generation};
       break;
-    case policies::RecycleQueue::Admit::AlreadyInFlight:
-    case policies::RecycleQueue::Admit::AlreadyQueued:
+    case RecycleQueue::Admit::AlreadyInFlight:
+    case RecycleQueue::Admit::AlreadyQueued:
       break;
   }
 }

@@ -50,9 +50,9 @@
 
 #include "policies/base/time.h"
 #include "policies/policy.h"
-#include "policies/recycle_gate.h"
+#include "supervisor/engine/recycle_gate.h"
 #include "supervisor/config/config.h"
-#include "supervisor/log_fields.h"
+#include "supervisor/log/fields.h"
 #include "supervisor/notify/message.h"
 
 namespace recycler::engine {
@@ -292,7 +292,7 @@ class RecycleController {
   };
   struct Slot {
     std::optional<Run> run;
-    policies::RecycleLoopGuard guard;
+    RecycleLoopGuard guard;
     // next_requests() of generation `next_generation`, until its run starts.
     unsigned next_generation = 0;
     uint64_t next_total = 0;
@@ -346,15 +346,15 @@ class RecycleController {
                 bool waited = false);
   void restart(unsigned slot, size_t policy, std::string reason, bool resume);
   void end_checkpoint(unsigned slot, std::string_view why, bool resume);
-  void forget_process(policies::RecycleKey key);
+  void forget_process(RecycleKey key);
   // Forgets the counts of the processes `gone(pid)` picks, and what they were told.
   template <typename Gone>
   static void forget_counts(Run& run, Gone gone) {
     std::erase_if(run.pid_requests, [&](const auto& e) { return gone(e.first); });
     std::erase_if(run.told, [&](const auto& e) { return gone(e.first); });
   }
-  void finished(policies::RecycleKey key);
-  void admit(const std::vector<policies::RecycleKey>& keys);
+  void finished(RecycleKey key);
+  void admit(const std::vector<RecycleKey>& keys);
   std::string cause_text(size_t policy, const Decision& decision) const;
 
   std::shared_ptr<const config::ProgramConfig> program_;
@@ -369,9 +369,9 @@ class RecycleController {
   bool warned_unseen_requests_ = false;
   // Whole-worker recycles (max_concurrent_recycles) and process-scope ones
   // (max_concurrent_process_recycles), each under its own cap.
-  policies::RecycleQueue queue_;
-  policies::RecycleQueue process_queue_;
-  policies::RecycleQueue& queue_of(policies::RecycleKey key) {
+  RecycleQueue queue_;
+  RecycleQueue process_queue_;
+  RecycleQueue& queue_of(RecycleKey key) {
     return key.pid ? process_queue_ : queue_;
   }
   std::vector<Slot> slots_;

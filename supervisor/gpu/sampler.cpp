@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace recycler::gpu {
 

@@ -23,7 +23,7 @@
 
 #include "supervisor/gpu/nvml.h"
 #include "supervisor/gpu/usage.h"
-#include "supervisor/timers.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/fd.h"
 
 namespace recycler::gpu {

@@ -13,7 +13,7 @@
 
 #include "supervisor/metrics/process_stats.h"
 #include "supervisor/metrics/text.h"
-#include "supervisor/status.h"
+#include "supervisor/control/status.h"
 
 namespace recycler::metrics {
 

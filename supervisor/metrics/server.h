@@ -35,9 +35,9 @@
 #include <string>
 
 #include "supervisor/config/config.h"
-#include "supervisor/timers.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/result.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::metrics {
 

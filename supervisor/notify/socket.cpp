@@ -16,7 +16,7 @@
 #include <memory>
 #include <random>
 
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace recycler::notify {
 namespace {

@@ -24,7 +24,7 @@
 #include "supervisor/notify/runtime_dir.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::notify {
 

@@ -14,7 +14,7 @@
 
 #include "supervisor/cgroup/files.h"
 #include "supervisor/util/fd.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::probe {
 namespace {

@@ -21,7 +21,7 @@
 #include <set>
 #include <thread>
 
-#include "supervisor/escapes.h"
+#include "supervisor/process/escapes.h"
 #include "supervisor/notify/socket.h"
 #include "tests/support/itest.h"
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "supervisor/probe/memory_watch.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 #include "tests/support/itest.h"
 #include "tests/support/log_capture.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "supervisor/cgroup/cgroup.h"
-#include "supervisor/process.h"
-#include "supervisor/timers.h"
+#include "supervisor/process/process.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler::testing {
 

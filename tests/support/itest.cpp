@@ -27,7 +27,7 @@
 #include <sstream>
 #include <thread>
 
-#include "supervisor/spawn.h"
+#include "supervisor/process/spawn.h"
 #include "supervisor/util/pidfd.h"
 
 extern char** environ;

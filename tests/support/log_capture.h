@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace recycler::testing {
 

@@ -1,6 +1,6 @@
 // EscapeTracker against a fake /proc tree and a fake cgroup layer: which
 // processes below recycler have left their worker, and whose they were.
-#include "supervisor/escapes.h"
+#include "supervisor/process/escapes.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// listen: sockets (supervisor/listen.h) and how a child gets them
-// (supervisor/spawn.h): real sockets on 127.0.0.1 and in a temporary
+// listen: sockets (supervisor/process/listen.h) and how a child gets them
+// (supervisor/process/spawn.h): real sockets on 127.0.0.1 and in a temporary
 // directory, a real child that reports its fds and environment.
-#include "supervisor/listen.h"
+#include "supervisor/process/listen.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include <map>
 #include <sstream>
 
-#include "supervisor/spawn.h"
-#include "supervisor/worker.h"
+#include "supervisor/process/spawn.h"
+#include "supervisor/worker/worker.h"
 
 namespace recycler {
 namespace {

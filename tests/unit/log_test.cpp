@@ -1,6 +1,6 @@
 // Log formatting: escaping of worker output (binary, control characters,
 // invalid UTF-8), line splitting with over-long lines, and the JSON shapes.
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

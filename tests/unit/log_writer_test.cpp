@@ -1,7 +1,7 @@
 // LogWriter against a real pipe whose reader stops reading: the writer never
 // blocks, drops worker output first, keeps recycler's own lines, and says
 // what it dropped once the reader is back.
-#include "supervisor/log_writer.h"
+#include "supervisor/log/writer.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

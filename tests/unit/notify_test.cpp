@@ -23,7 +23,7 @@
 
 #include "supervisor/notify/message.h"
 #include "supervisor/notify/socket.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::notify {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "supervisor/gpu/sampler.h"
 #include "supervisor/gpu/usage.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 #include "tests/unit/fake_nvml_dir.h"
 
 namespace recycler::gpu {

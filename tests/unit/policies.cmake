@@ -10,7 +10,7 @@ recycler_test(policy_max_lifetime_test unit
   SOURCES policy_max_lifetime_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(policy_threads_test unit
   SOURCES policy_threads_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
-recycler_test(recycle_gate_test unit SOURCES recycle_gate_test.cpp LIBS recycler_policies)
+recycler_test(recycle_gate_test unit SOURCES recycle_gate_test.cpp LIBS recycler_engine)
 recycler_test(policy_leak_test unit
   SOURCES policy_leak_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(trend_test unit SOURCES trend_test.cpp LIBS recycler_policies)

@@ -1,9 +1,9 @@
-#include "policies/recycle_gate.h"
+#include "supervisor/engine/recycle_gate.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace recycler::policies {
+namespace recycler::engine {
 namespace {
 
 using namespace std::chrono_literals;
@@ -204,4 +204,4 @@ TEST(RecycleLoopGuard, ARunThatEndedOtherwiseBreaksTheChain) {
 }
 
 }  // namespace
-}  // namespace recycler::policies
+}  // namespace recycler::engine

@@ -1,8 +1,8 @@
-#include "policies/restart_backoff.h"
+#include "supervisor/worker/restart_backoff.h"
 
 #include <gtest/gtest.h>
 
-namespace recycler::policies {
+namespace recycler {
 namespace {
 
 using namespace std::chrono_literals;
@@ -70,4 +70,4 @@ TEST(CrashLoopDetector, ExitsOlderThanTheWindowDoNotCount) {
   EXPECT_TRUE(d.record_exit(t0 + 15s));
 }
 }  // namespace
-}  // namespace recycler::policies
+}  // namespace recycler

@@ -1,6 +1,6 @@
 // The status snapshot's pure parts: how exits are classified and counted
 // from the log events, the recycle counters, and systemd's summary line.
-#include "supervisor/status.h"
+#include "supervisor/control/status.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// What `recycler check` prints of a program (supervisor/summary.h).
-#include "supervisor/summary.h"
+// What `recycler check` prints of a program (supervisor/config/summary.h).
+#include "supervisor/config/summary.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// The systemd watchdog's pure part (supervisor/watchdog.h): reading
+// The systemd watchdog's pure part (supervisor/runtime/watchdog.h): reading
 // WATCHDOG_USEC/WATCHDOG_PID, the ping period, and when a tick pings.
-#include "supervisor/watchdog.h"
+#include "supervisor/runtime/watchdog.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The worker-slot lifecycle against a fake clock, a fake launcher and a fake
 // cgroup: every transition, the backoff sequence, the crash-loop guard, stop
 // timeouts and the exit messages, in microseconds of real time.
-#include "supervisor/worker.h"
+#include "supervisor/worker/worker.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-#include "policies/recycle_gate.h"
+#include "supervisor/engine/recycle_gate.h"
 
 #include <algorithm>
 
-namespace recycler::policies {
+namespace recycler::engine {
 
 RecycleQueue::RecycleQueue(unsigned max_concurrent) : max_(max_concurrent) {}
 
@@ -75,4 +75,4 @@ void RecycleLoopGuard::reset() {
   loops_ = 0;
 }
 
-}  // namespace recycler::policies
+}  // namespace recycler::engine

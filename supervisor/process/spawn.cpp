@@ -1,4 +1,4 @@
-#include "supervisor/spawn.h"
+#include "supervisor/process/spawn.h"
 
 #include <fcntl.h>
 #include <grp.h>

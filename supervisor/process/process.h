@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "supervisor/spawn.h"
+#include "supervisor/process/spawn.h"
 #include "supervisor/util/result.h"
 
 namespace recycler {

@@ -1,4 +1,4 @@
-#include "supervisor/summary.h"
+#include "supervisor/config/summary.h"
 
 #include <fmt/format.h>
 

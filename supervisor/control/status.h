@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "supervisor/log_fields.h"
+#include "supervisor/log/fields.h"
 
 namespace recycler {
 

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "supervisor/config/config.h"
-#include "supervisor/log_fields.h"
-#include "supervisor/log_writer.h"
+#include "supervisor/log/fields.h"
+#include "supervisor/log/writer.h"
 
 namespace recycler::log {
 

@@ -1,11 +1,11 @@
-#include "supervisor/monitor.h"
+#include "supervisor/runtime/monitor.h"
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "policies/base/units.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace recycler {
 

@@ -1,4 +1,4 @@
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 #include <string>
 

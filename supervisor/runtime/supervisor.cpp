@@ -1,4 +1,4 @@
-#include "supervisor/supervisor.h"
+#include "supervisor/runtime/supervisor.h"
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -12,9 +12,9 @@
 #include "policies/base/units.h"
 #include "policies/metric.h"
 #include "supervisor/config/parse.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/metrics/exporter.h"
-#include "supervisor/summary.h"
+#include "supervisor/config/summary.h"
 
 extern char** environ;
 

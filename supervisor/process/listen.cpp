@@ -1,4 +1,4 @@
-#include "supervisor/listen.h"
+#include "supervisor/process/listen.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 
 #include "policies/base/time.h"
 
-namespace recycler::policies {
+namespace recycler::engine {
 
 // What is being recycled: a whole worker slot, or one process inside it.
 struct RecycleKey {
@@ -85,4 +85,4 @@ class RecycleLoopGuard {
   unsigned loops_ = 0;
 };
 
-}  // namespace recycler::policies
+}  // namespace recycler::engine

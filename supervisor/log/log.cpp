@@ -1,4 +1,4 @@
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 #include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "supervisor/log_writer.h"
+#include "supervisor/log/writer.h"
 #include "supervisor/util/escape.h"
 
 namespace recycler::log {

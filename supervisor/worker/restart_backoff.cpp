@@ -1,8 +1,8 @@
-#include "policies/restart_backoff.h"
+#include "supervisor/worker/restart_backoff.h"
 
 #include <algorithm>
 
-namespace recycler::policies {
+namespace recycler {
 
 Millis RestartBackoff::next(Millis uptime, double u) {
   if (uptime >= params_.reset_after) attempt_ = 0;
@@ -22,4 +22,4 @@ bool CrashLoopDetector::record_exit(TimePoint t) {
   return max_ > 0 && exits_.size() >= max_;
 }
 
-}  // namespace recycler::policies
+}  // namespace recycler

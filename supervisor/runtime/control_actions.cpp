@@ -10,8 +10,8 @@
 
 #include "policies/base/units.h"
 #include "supervisor/control/protocol.h"
-#include "supervisor/log.h"
-#include "supervisor/supervisor.h"
+#include "supervisor/log/log.h"
+#include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
 namespace {

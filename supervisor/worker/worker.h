@@ -24,13 +24,13 @@
 #include <string_view>
 #include <vector>
 
-#include "policies/restart_backoff.h"
+#include "supervisor/worker/restart_backoff.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
-#include "supervisor/listen.h"
+#include "supervisor/process/listen.h"
 #include "supervisor/probe/service.h"
-#include "supervisor/process.h"
-#include "supervisor/timers.h"
+#include "supervisor/process/process.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler {
 
@@ -270,10 +270,10 @@ class Worker {
   std::optional<RecycleCause> surge_cause_;  // while a surge is asked or under way
   std::unique_ptr<Timer> surge_timer_;       // the delay before a surge (or its retry)
   bool finish_when_sides_gone_ = false;      // a stop waits for both sides
-  policies::RestartBackoff surge_backoff_;
-  policies::CrashLoopDetector surge_failures_;
-  policies::RestartBackoff backoff_;
-  policies::CrashLoopDetector crash_loop_;
+  RestartBackoff surge_backoff_;
+  CrashLoopDetector surge_failures_;
+  RestartBackoff backoff_;
+  CrashLoopDetector crash_loop_;
 
   WorkerState state_ = WorkerState::Stopped;
   unsigned generation_ = 0;

@@ -29,7 +29,7 @@
 #include <string_view>
 
 #include "supervisor/util/fd.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler::log {
 

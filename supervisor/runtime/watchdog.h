@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "policies/base/time.h"
-#include "supervisor/timers.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/result.h"
 
 namespace recycler {

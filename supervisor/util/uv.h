@@ -9,7 +9,7 @@
 #include <memory>
 #include <utility>
 
-#include "supervisor/timers.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/result.h"
 
 namespace recycler::uv {

@@ -1,4 +1,4 @@
-#include "supervisor/watchdog.h"
+#include "supervisor/runtime/watchdog.h"
 
 #include <algorithm>
 

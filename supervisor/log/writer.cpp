@@ -1,4 +1,4 @@
-#include "supervisor/log_writer.h"
+#include "supervisor/log/writer.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

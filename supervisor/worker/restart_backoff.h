@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <deque>
 
-namespace recycler::policies {
+namespace recycler {
 
 using Millis = std::chrono::milliseconds;
 
@@ -53,4 +53,4 @@ class CrashLoopDetector {
   std::deque<TimePoint> exits_;
 };
 
-}  // namespace recycler::policies
+}  // namespace recycler

@@ -1,4 +1,4 @@
-#include "supervisor/process.h"
+#include "supervisor/process/process.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -9,9 +9,9 @@
 #include <csignal>
 
 #include "policies/base/units.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/util/pidfd.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler {
 namespace {

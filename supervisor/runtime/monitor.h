@@ -38,10 +38,10 @@
 #include "supervisor/probe/memory_watch.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/timeline/writer.h"
-#include "supervisor/timers.h"
-#include "supervisor/uv.h"
-#include "supervisor/watchdog.h"
-#include "supervisor/worker.h"
+#include "supervisor/util/timers.h"
+#include "supervisor/util/uv.h"
+#include "supervisor/runtime/watchdog.h"
+#include "supervisor/worker/worker.h"
 
 namespace recycler {
 

@@ -1,4 +1,4 @@
-#include "supervisor/escapes.h"
+#include "supervisor/process/escapes.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/util/fd.h"

@@ -1,4 +1,4 @@
-#include "supervisor/worker.h"
+#include "supervisor/worker/worker.h"
 
 #include <sys/resource.h>
 
@@ -9,7 +9,7 @@
 
 #include "policies/base/units.h"
 #include "supervisor/config/allocator.h"
-#include "supervisor/log.h"
+#include "supervisor/log/log.h"
 
 namespace recycler {
 

@@ -30,7 +30,7 @@ struct LaunchSpec {
       join_fds;        // cgroup files the child writes "0" to (v1 tasks, v2 cgroup.procs)
   int stdout_fd = -1;  // write ends the child gets as fd 1 and 2
   int stderr_fd = -1;
-  // Sockets the child gets as fds 3, 4, ... (supervisor/listen.h); with any,
+  // Sockets the child gets as fds 3, 4, ... (supervisor/process/listen.h); with any,
   // its environment also gets LISTEN_PID=<the child's pid>, which only the
   // child knows (env carries LISTEN_FDS and LISTEN_FDNAMES).
   std::vector<int> listen_fds;

@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <utility>
 
-#include "supervisor/process.h"
+#include "supervisor/process/process.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/pidfd.h"
-#include "supervisor/uv.h"
+#include "supervisor/util/uv.h"
 
 namespace recycler {
 namespace {

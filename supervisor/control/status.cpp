@@ -1,4 +1,4 @@
-#include "supervisor/status.h"
+#include "supervisor/control/status.h"
 
 #include <fmt/format.h>
 
