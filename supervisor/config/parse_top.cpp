@@ -1,0 +1,141 @@
+// The top-level sections besides programs: log, cgroup_root, gpu, control
+// and metrics. The control socket's directory and group are looked at on the
+// host by check.cpp, from the Sites left here.
+#include <sys/stat.h>
+
+#include <cctype>
+
+#include "supervisor/config/parse_util.h"
+
+namespace recycler::config {
+namespace detail {
+
+void parse_log(const Field& f, LogConfig& log, Report& r) {
+  auto map = read_map(f, r, kLogKeys);
+  if (!map) return;
+  if (auto* v = map->get("level")) set(log.level, read_choice(*v, kLogLevels, r));
+  if (auto* v = map->get("format")) set(log.format, read_choice(*v, kLogFormats, r));
+}
+
+void parse_cgroup_root(const Field& f, std::string& root, Report& r) {
+  auto text = read_scalar(f, "a string", r);
+  if (!text) return;
+  if (std::string why = cgroup_root_problem(*text); !why.empty())
+    return r.error(f.mark(), f.path + ": " + why);
+  root = *text;
+}
+
+// gpu: {nvml: PATH}; a bare `gpu:` turns GPU figures on with the default library.
+void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& gpu, Report& r) {
+  gpu.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kGpuKeys);
+  if (!map) return;
+  if (auto* v = map->get("nvml")) {
+    auto text = read_scalar(*v, "a string", r);
+    if (!text) return;
+    if (text->empty()) return r.error(v->mark(), v->path + ": must not be empty");
+    // A soname is searched like dlopen does; a relative path is the config's.
+    if (text->find('/') == std::string::npos || fs::path(*text).is_absolute())
+      gpu->nvml = *text;
+    else
+      gpu->nvml = (base / *text).lexically_normal().string();
+  }
+}
+
+namespace {
+
+void parse_control_mode(const Field& v, ControlConfig& control, Report& r) {
+  auto text = read_scalar(v, "an octal mode such as 0600", r);
+  if (!text) return;
+  bool octal = octal_mode(*text);
+  mode_t mode = octal ? static_cast<mode_t>(std::stoul(*text, nullptr, 8)) : 0;
+  if (!octal)
+    r.error(v.mark(), v.path + ": expected an octal mode such as 0600, got " + quote(*text));
+  else if (mode & 0117)
+    r.error(v.mark(), v.path + ": " + quote(*text) +
+                          " would let others connect or mark the socket executable; use "
+                          "0600, or 0660 with a group");
+  else if ((mode & 0600) != 0600)
+    r.error(v.mark(), v.path + ": " + quote(*text) + " must give its owner read and write");
+  else
+    control.mode = mode;
+}
+
+}  // namespace
+
+// control: {socket: PATH, mode: 0660, group: NAME}
+void parse_control(const Field& f, const fs::path& base, ControlConfig& control,
+                   ControlSites& sites, Report& r) {
+  if (f.null()) return;
+  auto map = read_map(f, r, kControlKeys);
+  if (!map) return;
+  if (auto* v = map->get("socket")) {
+    auto text = read_scalar(*v, "a path", r);
+    if (text && text->empty()) {
+      r.error(v->mark(), v->path + ": must not be empty");
+    } else if (text && text->find('\0') != std::string::npos) {
+      r.error(v->mark(), v->path + ": must not contain a NUL byte");
+    } else if (text) {
+      control.socket =
+          fs::path(*text).is_absolute() ? *text : (base / *text).lexically_normal().string();
+      sites.socket = Site{v->path, v->mark(), r.reserve(), {}};
+    }
+  }
+  if (auto* v = map->get("mode")) parse_control_mode(*v, control, r);
+  if (auto* v = map->get("group")) {
+    if (auto name = read_scalar(*v, "a group name", r))
+      sites.group = Site{v->path, v->mark(), r.reserve(), *name};
+  }
+}
+
+// metrics: {listen: HOST:PORT}; a bare `metrics:` listens on the default.
+void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r) {
+  metrics.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kMetricsKeys);
+  if (!map) return;
+  if (auto* v = map->get("listen")) {
+    auto text = read_scalar(*v, "HOST:PORT", r);
+    if (!text) return;
+    std::string why;
+    if (auto address = parse_listen_address(*text, &why))
+      metrics->listen = *address;
+    else
+      r.error(v->mark(), v->path + ": " + why);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+bool cgroup_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || detail::one_of(c, "_.@/-");
+}
+
+}  // namespace
+
+// The root ends up in paths handed to the kernel, so nothing that could
+// climb out of the intended subtree or name the same directory twice.
+std::string cgroup_root_problem(std::string_view text) {
+  using units::quote;
+  if (text.empty()) return "must not be empty";
+  auto bad = std::find_if_not(text.begin(), text.end(), cgroup_char);
+  if (bad != text.end())
+    return "invalid character " + quote(std::string(1, *bad)) + " in " + quote(text) +
+           "; use letters, digits and _ . @ / -";
+  std::string_view rest = text;
+  if (rest.front() == '/') rest.remove_prefix(1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    if (part.empty()) return "empty path component in " + quote(text);
+    if (part == "." || part == "..") return "\".\" and \"..\" are not allowed in " + quote(text);
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return "";
+}
+
+}  // namespace recycler::config
