@@ -262,7 +262,7 @@ class Rig {
   const std::string& error() const { return error_; }
   const std::string& label() const { return label_; }
   uv_loop_t* loop() { return &loop_; }
-  WorkerContext& context() { return context_; }
+  WorkerServices& context() { return context_; }
   cgroup::Manager& manager() { return *manager_; }
 
   // Kills the worker and runs the loop until it is stopped and its cgroup is
@@ -282,7 +282,7 @@ class Rig {
   ProcessTable processes_{&loop_};
   std::mt19937_64 rng_{1};
   std::vector<std::string> base_env_;
-  WorkerContext context_{timers_, processes_, rng_, base_env_, {}};
+  WorkerServices context_{timers_, processes_, rng_, base_env_, {}};
   std::unique_ptr<cgroup::Manager> manager_;
   std::string label_;
   std::string error_;

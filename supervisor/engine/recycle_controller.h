@@ -51,6 +51,7 @@
 #include "policies/base/time.h"
 #include "policies/policy.h"
 #include "supervisor/engine/recycle_gate.h"
+#include "supervisor/engine/vocabulary.h"
 #include "supervisor/config/config.h"
 #include "supervisor/log/fields.h"
 #include "supervisor/notify/message.h"
@@ -111,13 +112,6 @@ enum class RunEnd {
   Exited,    // the main process exited (on its own, or as asked)
   Stopping,  // asked to stop or to recycle; or waiting to start again
   Finished,  // stopped for good, or failed: nothing of the slot is under way
-};
-
-// What came of a SignalProcess.
-enum class Signalled {
-  Sent,
-  NotMember,  // exited (and maybe reused) before it could be signalled
-  Gone,       // exited between the look and the signal
 };
 
 class RecycleController {

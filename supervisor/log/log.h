@@ -9,7 +9,7 @@
 // Messages are plain text; both formats escape them (control characters,
 // invalid UTF-8), and worker output alike, so nothing a worker or a file says
 // can break a line or reach the terminal raw. Lines go to stderr through a
-// LogWriter (log_writer.h): once attached to the loop, a slow reader never
+// LogWriter (writer.h): once attached to the loop, a slow reader never
 // blocks recycler; worker output is dropped first (and counted) when it
 // falls behind.
 #pragma once
@@ -46,7 +46,7 @@ void init(Level level, LogFormat format, Capture capture = {});
 Level level();
 bool enabled(Level level);
 
-// From now on, writing to stderr never blocks the loop (see log_writer.h).
+// From now on, writing to stderr never blocks the loop (see writer.h).
 void attach(uv_loop_t* loop);
 // Writes what is pending (waiting at most `timeout` for the reader); before
 // the loop closes.

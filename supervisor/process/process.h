@@ -79,7 +79,7 @@ class ProcessTable final : public Launcher {
 
   Result<std::unique_ptr<Process>> launch(LaunchSpec spec, OutputTag tag,
                                           ExitCallback on_exit) override;
-  // process_attach.cpp
+  // attach.cpp
   Result<std::unique_ptr<Process>> attach(pid_t pid, std::function<void()> on_exit) override;
   // SIGCHLD: reap every child that has exited, dispatching to its Process.
   void reap_children();

@@ -40,16 +40,44 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
       controller_(program_, static_cast<unsigned>(workers.size()),
                   [&timers = ctx.timers] { return timers.now(); }) {
   if (program_->requests) matcher_ = program_->requests->matcher;  // compiled with the config
-  for (const auto& w : workers) slots_.push_back(std::make_unique<Slot>(*w));
+  for (const auto& w : workers) {
+    slots_.push_back(std::make_unique<Slot>(*w));
+    w->observe(this);
+  }
   if (ctx_.gpu && wants_gpu()) ctx_.gpu->want(program_->sample_interval);
 }
 
-ProgramMonitor::~ProgramMonitor() = default;
+ProgramMonitor::~ProgramMonitor() {
+  for (auto& slot : slots_) slot->worker->observe(nullptr);
+}
 
 ProgramMonitor::Slot* ProgramMonitor::find(const Worker& worker) {
-  for (auto& s : slots_)
-    if (s->worker == &worker) return s.get();
-  return nullptr;
+  unsigned i = worker.slot();
+  return i < slots_.size() && slots_[i]->worker == &worker ? slots_[i].get() : nullptr;
+}
+
+std::optional<unsigned> ProgramMonitor::live_generation(unsigned slot) const {
+  if (slot >= slots_.size()) return std::nullopt;
+  const Worker& w = *slots_[slot]->worker;
+  if (w.state() != WorkerState::Running && w.state() != WorkerState::Stopping) return std::nullopt;
+  return w.generation();
+}
+
+std::string ProgramMonitor::worker_name(unsigned slot) const {
+  return slot < slots_.size() ? slots_[slot]->worker->name() : program_->name;
+}
+
+notify::Answer ProgramMonitor::receive(const notify::Origin& origin, pid_t pid,
+                                       const notify::NotifyMessage& message, bool answer_wanted) {
+  if (origin.place.slot >= slots_.size()) return {};
+  Worker& worker = *slots_[origin.place.slot]->worker;
+  if (message.ready) worker.notified_ready(pid);
+  // During a surge and after one, two generations of the slot report: each
+  // counts in its own run.
+  Worker::Generation generation = worker.generation_in(origin.place.variant);
+  on_notify(worker, generation, pid, message);
+  if (!answer_wanted) return {};
+  return answer(worker, generation, pid, *message.requests);
 }
 
 void ProgramMonitor::on_state_change(Worker& worker) {
@@ -332,7 +360,7 @@ void ProgramMonitor::execute(engine::Command& command) {
             pid_t pid = c.pid;
             // The worker may outlive this monitor (a reload replaces it).
             std::weak_ptr<ProgramMonitor*> self = self_;
-            SignalResult r = w.signal_process(
+            engine::Signalled r = w.signal_process(
                 pid, c.signal,
                 [self, index, pid] {
                   if (auto alive = self.lock()) {
@@ -346,11 +374,7 @@ void ProgramMonitor::execute(engine::Command& command) {
                     (*alive)->run_commands();
                   }
                 });
-            controller_.process_signalled(index, pid,
-                                          r == SignalResult::Sent ? engine::Signalled::Sent
-                                          : r == SignalResult::NotMember
-                                              ? engine::Signalled::NotMember
-                                              : engine::Signalled::Gone);
+            controller_.process_signalled(index, pid, r);
           } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
             unsigned index = c.slot;
             slot.checkpoint_timeout = ctx_.timers.after(c.delay, [this, index] {

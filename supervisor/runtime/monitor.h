@@ -35,12 +35,13 @@
 #include "supervisor/metrics/text.h"
 #include "supervisor/notify/message.h"
 #include "supervisor/notify/output_match.h"
+#include "supervisor/notify/router.h"
 #include "supervisor/probe/memory_watch.h"
 #include "supervisor/probe/probe.h"
+#include "supervisor/runtime/watchdog.h"
 #include "supervisor/timeline/writer.h"
 #include "supervisor/util/timers.h"
 #include "supervisor/util/uv.h"
-#include "supervisor/runtime/watchdog.h"
 #include "supervisor/worker/worker.h"
 
 namespace recycler {
@@ -57,16 +58,28 @@ struct MonitorContext {
   metrics::Histogram sample_duration{metrics::kSampleDurationBuckets};
 };
 
-class ProgramMonitor {
+// Observes its program's workers (WorkerObserver) and receives their notify
+// reports (notify::Receiver, from notify/router.h): nothing of theirs passes
+// through the supervisor.
+class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
  public:
   ProgramMonitor(MonitorContext& ctx, std::shared_ptr<const config::ProgramConfig> program,
                  const std::vector<std::unique_ptr<Worker>>& workers);
-  ~ProgramMonitor();
+  ~ProgramMonitor() override;
   ProgramMonitor(const ProgramMonitor&) = delete;
   ProgramMonitor& operator=(const ProgramMonitor&) = delete;
 
-  // Called after every state change of one of this program's workers.
-  void on_state_change(Worker& worker);
+  // After every state change of one of this program's workers.
+  void on_state_change(Worker& worker) override;
+
+  // notify::Receiver: a report of one of its workers' processes, READY=1
+  // included (the end of a surge's wait), then on_notify() and answer().
+  std::optional<unsigned> live_generation(unsigned slot) const override;
+  std::string worker_name(unsigned slot) const override;
+  notify::Answer receive(const notify::Origin& origin, pid_t pid,
+                         const notify::NotifyMessage& message, bool answer_wanted) override;
+  uint64_t requests_counted() const override { return controller_.requests_counted(); }
+  std::optional<uint64_t> requests_left() const override { return controller_.requests_left(); }
   // A notify datagram from `sender`, a process inside `worker`, of its
   // `generation` (Worker::generation_in): the current run's messages go to the
   // controller; the next generation's request counts wait for its run
@@ -82,7 +95,7 @@ class ProgramMonitor {
   // counted by pattern: a line of a surge's next generation (`pid` is its
   // main process) counts in that generation's run, one of the retiring
   // generation nowhere.
-  void on_output(Worker& worker, pid_t pid, std::string_view line);
+  void on_output(Worker& worker, pid_t pid, std::string_view line) override;
 
   // An operator's recycle of `slot` (the control socket): to the controller
   // as an event (RecycleController::recycle_asked). False when it is not
@@ -116,6 +129,7 @@ class ProgramMonitor {
   // Carries out the controller's commands (and those they lead to).
   void run_commands();
   void execute(engine::Command& command);
+  // The slot of `worker` (slots are by number): null for another's.
   Slot* find(const Worker& worker);
 
   MonitorContext& ctx_;

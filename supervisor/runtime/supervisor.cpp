@@ -12,19 +12,15 @@
 #include "policies/base/units.h"
 #include "policies/metric.h"
 #include "supervisor/config/parse.h"
+#include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/metrics/exporter.h"
-#include "supervisor/config/summary.h"
 
 extern char** environ;
 
 namespace recycler {
 namespace {
 
-// Notify senders remembered (workers and strangers alike), at most.
-constexpr size_t kMaxRemembered = 4096;
-// How long a sender found to be no worker is taken at its word.
-constexpr std::chrono::seconds kStrangerMemory{1};
 // Start-up work done in one turn of the loop, at most (about: one program's
 // cgroups or start may take longer); signals wait no longer than that.
 constexpr Duration kStartUpSlice{20};
@@ -74,22 +70,30 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
       base_env_(environment_for_workers()),
       context_{timers_, processes_, rng_, base_env_,
                [this](Worker& w) {
-                 if (ProgramMonitor* m = monitor_of(w)) m->on_state_change(w);
                  if (w.state() == WorkerState::Running && escapes_)
                    escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
                  if (w.state() == WorkerState::Exited) run_ended(w);
                  if (w.state() == WorkerState::Stopped) restarted_slot_stopped(w);
                  schedule_finished_check();
                }},
-      procs_(options_.paths.proc) {
+      procs_(options_.paths.proc),
+      router_(&loop_,
+              {.place = [this](pid_t pid) -> std::optional<notify::Place> {
+                 auto id = cgroups_ ? cgroups_->owner_of(pid) : std::nullopt;
+                 if (!id) return std::nullopt;
+                 return notify::Place{id->program, id->slot, id->variant};
+               },
+               .receiver = [this](const std::string& name) -> notify::Receiver* {
+                 auto it = programs_.find(name);
+                 return it == programs_.end() ? nullptr : it->second.monitor.get();
+               },
+               .now = [this] { return timers_.now(); }},
+              options_.paths.proc) {
   context_.service = &service_;
   if (options_.wrap_mode)
     context_.failed_advice =
         "Fix the command, then run recycler again (a wrapped command has no "
         "config file to reload).";
-  context_.on_output = [this](Worker& w, pid_t pid, std::string_view line) {
-    if (ProgramMonitor* m = monitor_of(w)) m->on_output(w, pid, line);
-  };
   uv_loop_init(&loop_);
   log::observe_events([this](log::Level, std::string_view name, std::string_view,
                              const log::Fields& fields) { counters_.observe(name, fields); });
@@ -105,7 +109,7 @@ Supervisor::~Supervisor() {
   programs_.clear();
   monitor_context_.gpu = nullptr;
   gpu_.reset();  // waits for a query in flight (one NVML call)
-  runtime_.reset();
+  router_.close();
   signals_.clear();
   defer_timer_.reset();
   escape_scan_.reset();
@@ -181,7 +185,7 @@ int Supervisor::run() {
         "session from /proc instead",
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 
-  open_runtime_dir();
+  router_.open_runtime_dir();
   start_gpu(config_);
 
   start_up_.emplace();
@@ -293,309 +297,6 @@ void Supervisor::start_up_done() {
   if (reload_now) reload();
 }
 
-bool Supervisor::create_workers(Program& program) {
-  const config::ProgramConfig& cfg = *program.config;
-  // Bound before any worker starts, as root; those a reload keeps stay open.
-  if (!cfg.listen.empty() || program.sockets) {
-    listen::Binder binder(inherited_);
-    std::vector<const listen::Socket*> had;
-    if (program.sockets)
-      for (const auto& socket : program.sockets->sockets()) had.push_back(socket.get());
-    auto bound = binder.bind(cfg.listen, program.sockets.get());
-    if (!bound) {
-      log::error("{}: {}", cfg.name, bound.error().message);
-      return false;
-    }
-    program.sockets = cfg.listen.empty() ? nullptr : std::move(bound.value());
-    for (size_t i = 0; program.sockets && i < program.sockets->sockets().size(); ++i) {
-      const listen::Socket& socket = *program.sockets->sockets()[i];
-      if (std::find(had.begin(), had.end(), &socket) != had.end()) continue;  // kept, said before
-      log::info("{}: listening on {} ({}fd {} in its workers, LISTEN_FDNAMES {})", cfg.name,
-                socket.spec.address(), socket.inherited ? "from systemd; " : "", 3 + i,
-                socket.spec.name);
-    }
-  }
-  program.notify = open_notify_socket(cfg);
-  std::string notify_address = program.notify ? program.notify->address() : "";
-  for (unsigned slot = 0; slot < cfg.instances; ++slot) {
-    auto cg = cgroups_->create(cfg.name, slot, cfg.limits);
-    if (!cg) {
-      log::error("{}[{}]: {}", cfg.name, slot, cg.error().message);
-      program.workers.clear();
-      cgroups_->remove_program(cfg.name);
-      program.notify.reset();
-      if (runtime_) runtime_->remove(cfg.name);
-      return false;
-    }
-    CgroupFactory make_cgroup = [this, name = cfg.name, slot,
-                                 limits = cfg.limits](unsigned variant) {
-      return cgroups_->create(name, slot, limits, variant);
-    };
-    program.workers.push_back(std::make_unique<Worker>(context_, program.config, slot,
-                                                       std::move(cg.value()), notify_address,
-                                                       program.sockets, std::move(make_cgroup)));
-  }
-  program.monitor =
-      std::make_unique<ProgramMonitor>(monitor_context_, program.config, program.workers);
-  return true;
-}
-
-void Supervisor::clear_workers(Program& program) {
-  program.monitor.reset();
-  program.workers.clear();  // each removes its cgroup
-  if (program.notify && runtime_) runtime_->remove(program.config->name);
-  program.notify.reset();
-}
-
-ProgramMonitor* Supervisor::monitor_of(const Worker& worker) {
-  auto it = programs_.find(worker.program().name);
-  return it == programs_.end() ? nullptr : it->second.monitor.get();
-}
-
-void Supervisor::start_program(Program& program) {
-  for (auto& w : program.workers) w->start();
-}
-
-void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
-  if (!program.limits.any()) return;
-  if (!cgroups_->enforcing()) {
-    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
-    return;
-  }
-  std::string missing = unenforceable_limits(program.limits, cgroups_->layout().missing);
-  if (!missing.empty())
-    log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
-              missing);
-}
-
-void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
-  auto pending = std::make_shared<size_t>(program.workers.size());
-  if (*pending == 0) {
-    defer(std::move(done));
-    return;
-  }
-  // A worker may report "stopped" synchronously; `done` runs on a later turn of
-  // the loop so that it may destroy the workers it waited for.
-  for (auto& w : program.workers) {
-    auto one_stopped = [this, pending, done] {
-      if (--*pending == 0) defer(done);
-    };
-    if (force)
-      w->kill(one_stopped);
-    else
-      w->stop(one_stopped);
-  }
-}
-
-void Supervisor::replace_program(const std::string& name,
-                                 std::shared_ptr<const config::ProgramConfig> next) {
-  Program& program = programs_.at(name);
-  program.next = std::move(next);
-  if (program.replacing) return;  // the stop under way picks up the latest `next`
-  program.replacing = true;
-  stop_workers(program, false, [this, name] {
-    auto it = programs_.find(name);
-    if (it == programs_.end() || shutting_down_) return;
-    Program& p = it->second;
-    clear_workers(p);
-    p.replacing = false;
-    if (!p.next) {
-      cgroups_->remove_program(name);
-      programs_.erase(it);
-      log::info("{}: stopped and removed", name);
-      schedule_finished_check();
-      return;
-    }
-    p.config = std::move(p.next);
-    p.next = nullptr;
-    warn_unenforced(*p.config);
-    if (create_workers(p))
-      start_program(p);
-    else
-      schedule_finished_check();
-  });
-}
-
-void Supervisor::open_runtime_dir() {
-  std::optional<std::string> base = notify::default_runtime_base();
-  std::string why = "no runtime directory (not root and XDG_RUNTIME_DIR unset)";
-  if (base) {
-    auto opened = notify::RuntimeDir::open(*base);
-    if (opened) {
-      runtime_.emplace(std::move(*opened));
-      return;
-    }
-    why = opened.error().message;
-  }
-  log::warn(
-      "notify sockets are in the abstract namespace, where any local process can send to "
-      "them: {}",
-      why);
-}
-
-std::unique_ptr<notify::NotifySocket> Supervisor::open_notify_socket(
-    const config::ProgramConfig& program) {
-  std::string name = program.name;
-  auto handler = [this, name](const notify::NotifySocket::Datagram& d) { on_notify(name, d); };
-  Result<std::unique_ptr<notify::NotifySocket>> opened = Error{"no runtime directory"};
-  if (runtime_) {
-    notify::RuntimeDir::Access access{program.uid, program.gid};
-    auto dir = runtime_->make_private_dir(name, access);
-    opened = dir ? notify::NotifySocket::open_in(&loop_, dir->get(), runtime_->path() + "/" + name,
-                                                 "notify", access, handler)
-                 : Result<std::unique_ptr<notify::NotifySocket>>(dir.error());
-    if (!opened)
-      log::warn("{}: notify socket in the abstract namespace instead: {}", name,
-                opened.error().message);
-  }
-  if (!opened) opened = notify::NotifySocket::open(&loop_, handler);
-  if (!opened) {
-    log::warn(
-        "{}: no notify socket for its workers (request counts and READY=1 will not reach "
-        "recycler): {}",
-        name, opened.error().message);
-    return nullptr;
-  }
-  std::optional<unsigned> queue = notify::kernel_queue_limit();
-  if (program.request_counting_policy() && !warned_short_queue_) {
-    warned_short_queue_ = true;
-    if (auto warning = notify::short_queue_warning(queue))
-      log::warn("{}", *warning);  // host-wide: once
-  }
-  // A worker that reports every request would wake the loop once per request:
-  // while reports come fast and every request limit is far, the socket rests
-  // between reads and each read takes a batch.
-  auto pace = [this, name, queue,
-               pacer = notify::ReadPacer{}](const notify::NotifySocket::Drained& d) mutable {
-    auto it = programs_.find(name);
-    const ProgramMonitor* m = it == programs_.end() ? nullptr : it->second.monitor.get();
-    return pacer.after({.at = notify::ReadPacer::Clock::now(),
-                        .datagrams = d.datagrams,
-                        .emptied = d.emptied,
-                        .requests = m ? m->controller().requests_counted() : 0,
-                        .requests_left = m ? m->controller().requests_left() : std::nullopt,
-                        .queue_limit = queue});
-  };
-  if (!(*opened)->set_pacing(&loop_, std::move(pace)))
-    log::debug("{}: its notify socket is read on every wake-up (no timerfd)", name);
-  return std::move(opened.value());
-}
-
-void Supervisor::on_notify(const std::string& program, const notify::NotifySocket::Datagram& d) {
-  unsigned variant = 0;
-  Worker* worker = worker_of(d.pid, &variant);
-  // A worker of another program that can reach this socket speaks for that
-  // program only on its own.
-  bool foreign = worker == nullptr || worker->program().name != program;
-  notify::NotifyMessage message;
-  if (!foreign) message = notify::parse_message(d.data);
-  if (foreign) ++notify_foreign_;
-  if (!message.problems.empty()) ++notify_malformed_;
-  // Whatever a process sends costs at most one warning every 10 s.
-  if ((foreign || !message.problems.empty()) &&
-      timers_.now() - notify_warned_ >= std::chrono::seconds(10)) {
-    notify_warned_ = timers_.now();
-    if (foreign)
-      log::warn(
-          "notify socket of {}: ignored a message from pid {}, which is not one of its workers "
-          "({} so far)",
-          program, d.pid, notify_foreign_);
-    else
-      log::warn("notify socket: {}: malformed message from pid {} ({} so far): {}", worker->name(),
-                d.pid, notify_malformed_, message.problems.front());
-  }
-  if (foreign) return;
-  // A worker that says RECYCLER_REQUEST=1 (not ..._REQUESTS) is never
-  // recycled by its request count: tell the operator, once per program.
-  if (message.unknown_key) {
-    auto p = programs_.find(program);
-    if (p != programs_.end() && !p->second.warned_unknown_key) {
-      p->second.warned_unknown_key = true;
-      log::warn(
-          "notify socket: {}: pid {} sent the key {}, which recycler does not know: it is "
-          "ignored (recycler's keys: RECYCLER_REQUESTS, RECYCLER_ITERATION, "
-          "RECYCLER_DEVICE_BYTES, RECYCLER_CHECKPOINTED; warned once per program)",
-          worker->name(), d.pid, *message.unknown_key);
-    }
-  }
-  if (message.ready) worker->notified_ready(d.pid);
-  ProgramMonitor* m = monitor_of(*worker);
-  if (!m) return;
-  // During a surge and after one, two generations of the slot report: each
-  // counts in its own run.
-  Worker::Generation generation = worker->generation_in(variant);
-  m->on_notify(*worker, generation, d.pid, message);
-  // A process that can hear answers (an autobound socket, as recycler_notify
-  // has) learns its request limit and, at it, that its report was acted on:
-  // what the report led to (a signal) has been done by now.
-  if (!d.from || !message.requests) return;
-  notify::Answer answer = m->answer(*worker, generation, d.pid, *message.requests);
-  if (!answer || !same_network_namespace(d.pid)) return;
-  auto it = programs_.find(program);
-  if (it != programs_.end() && it->second.notify)
-    it->second.notify->answer(*d.from, notify::format_answer(answer));
-}
-
-// An abstract socket address means something in one network namespace only:
-// a sender in another one (it reached the socket by its path) would have
-// recycler's answer land on whatever socket holds that name in recycler's.
-bool Supervisor::same_network_namespace(pid_t pid) {
-  // recycler's own stays what it was at start (it never changes namespaces).
-  static const std::optional<std::pair<dev_t, ino_t>> own =
-      []() -> std::optional<std::pair<dev_t, ino_t>> {
-    struct stat s {};
-    if (::stat("/proc/self/ns/net", &s) != 0) return std::nullopt;
-    return std::pair{s.st_dev, s.st_ino};
-  }();
-  struct stat theirs {};
-  if (!own) return false;
-  std::string path = fmt::format("/proc/{}/ns/net", pid);
-  return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own;
-}
-
-Worker* Supervisor::worker_of(pid_t pid, unsigned* variant) {
-  auto live = [](const Worker& w) {
-    return w.state() == WorkerState::Running || w.state() == WorkerState::Stopping;
-  };
-  if (auto it = senders_.find(pid); it != senders_.end()) {
-    auto p = programs_.find(it->second.program);
-    if (p != programs_.end() && it->second.slot < p->second.workers.size()) {
-      Worker& w = *p->second.workers[it->second.slot];
-      if (w.generation() == it->second.generation && live(w)) {
-        if (variant) *variant = it->second.variant;
-        return &w;
-      }
-    }
-    senders_.erase(it);
-  }
-  if (pid <= 0) return nullptr;
-  TimePoint now = timers_.now();
-  if (auto it = strangers_.find(pid); it != strangers_.end()) {
-    if (now < it->second) return nullptr;
-    strangers_.erase(it);
-  }
-  Worker* found = nullptr;
-  unsigned found_variant = 0;
-  if (auto id = cgroups_->owner_of(pid)) {
-    auto p = programs_.find(id->program);
-    if (p != programs_.end() && id->slot < p->second.workers.size() &&
-        live(*p->second.workers[id->slot])) {
-      found = p->second.workers[id->slot].get();
-      found_variant = id->variant;
-    }
-  }
-  if (!found) {
-    // Bounded: a stranger with many pids refills it at one /proc read each.
-    if (strangers_.size() >= kMaxRemembered) strangers_.clear();
-    strangers_[pid] = now + kStrangerMemory;
-    return nullptr;
-  }
-  if (senders_.size() >= kMaxRemembered) senders_.clear();  // refilled on demand
-  senders_[pid] = Sender{found->program().name, found->slot(), found->generation(), found_variant};
-  if (variant) *variant = found_variant;
-  return found;
-}
-
 void Supervisor::on_signal(int signum) {
   switch (signum) {
     case SIGCHLD:
@@ -624,278 +325,6 @@ void Supervisor::on_signal(int signum) {
       }
       break;
   }
-}
-
-void Supervisor::start_gpu(const config::Config& config) {
-  std::optional<std::string> library = config.nvml_library();
-  if (!library) return;
-  if (gpu_) {
-    if (*library != gpu_library_)
-      log::warn("gpu.nvml: NVML stays {} until recycler restarts (a loaded library stays)",
-                gpu_library_);
-    return;
-  }
-  gpu_library_ = *library;
-  gpu_ = std::make_unique<gpu::Sampler>(&loop_, timers_, *library, options_.paths.proc, ::getpid());
-  monitor_context_.gpu = gpu_.get();
-}
-
-bool Supervisor::apply_metrics(const config::Config& config) {
-  if (!config.metrics) {
-    if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
-    metrics_.reset();
-    return true;
-  }
-  if (metrics_ && metrics_->address() == config.metrics->listen) return true;
-  auto listen = [this](const config::ListenAddress& address) {
-    return metrics::Server::listen(&loop_, timers_, address, [this] { return metrics_text(); });
-  };
-  auto server = listen(config.metrics->listen);
-  if (!server && metrics_) {
-    // A reload that keeps the port and changes the host (127.0.0.1 to
-    // 0.0.0.0) needs the old socket closed first; if the new one still
-    // fails, the old address comes back.
-    config::ListenAddress old = metrics_->address();
-    metrics_.reset();
-    server = listen(config.metrics->listen);
-    if (!server) {
-      log::error("{}", server.error().message);
-      if (auto back = listen(old)) {
-        metrics_ = std::move(back.value());
-        log::warn("metrics: still serving {}", metrics_->url());
-      }
-      return false;
-    }
-  }
-  if (!server) {
-    log::error("{}", server.error().message);
-    return false;
-  }
-  if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
-  metrics_ = std::move(server.value());
-  log::info("metrics: serving {}", metrics_->url());
-  return true;
-}
-
-std::string Supervisor::metrics_text() {
-  SupervisorStatus snapshot = status();
-  metrics::Figures figures;
-  figures.status = &snapshot;
-  auto process = metrics::read_process_stats(options_.paths.proc);
-  if (process) figures.process = *process;
-  figures.sample_duration = &monitor_context_.sample_duration;
-  if (metrics_) {
-    const metrics::Server::Stats& s = metrics_->stats();
-    figures.server = {s.scrapes, s.refused, s.dropped};
-  }
-  return metrics::render(figures);
-}
-
-Supervisor::ReloadOutcome Supervisor::reload() {
-  ReloadOutcome out;
-  if (options_.config_path.empty()) {
-    out.message = "nothing to reload (recycler was started without a config file)";
-    log::warn("SIGHUP: {}", out.message);
-    return out;
-  }
-  log::info("SIGHUP: reloading {}", options_.config_path);
-  config::LoadResult loaded = config::load_file(options_.config_path);
-  for (const config::Diagnostic& w : loaded.warnings) {
-    log::warn("{}", w.str());
-    out.warnings.push_back(w.str());
-  }
-  if (!loaded.config) {
-    for (const config::Diagnostic& e : loaded.errors) {
-      log::error("{}", e.str());
-      out.errors.push_back(e.str());
-    }
-    out.message = fmt::format(
-        "reload failed: {} error{} in {}; the running configuration stays in effect",
-        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
-    log::error("{}", out.message);
-    return out;
-  }
-  config::Config next = std::move(*loaded.config);
-  if (!options_.cgroup_root.empty()) next.cgroup_root = options_.cgroup_root;
-  if (next.cgroup_root != config_.cgroup_root) {
-    out.message = fmt::format(
-        "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
-        "running configuration stays in effect (restart recycler to move it)",
-        config_.cgroup_root, next.cgroup_root);
-    log::error("{}", out.message);
-    return out;
-  }
-  if (next.control != config_.control)
-    log::warn("control: the control socket stays as it is until recycler restarts");
-  log::init(next.log.level, next.log.format);
-  start_gpu(next);
-  apply_metrics(next);
-
-  std::vector<std::string> names;
-  for (auto& [name, program] : programs_) names.push_back(name);
-  for (const std::string& name : names) {
-    Program& program = programs_.at(name);
-    const config::ProgramConfig* wanted = next.find(name);
-    const auto& current = program.replacing ? program.next : program.config;
-    if (!wanted) {
-      if (program.replacing && !program.next) continue;
-      log::info("{}: no longer in the config; stopping it", name);
-      replace_program(name, nullptr);
-      out.stopped.push_back(name);
-    } else if (!current || *wanted != *current) {
-      log::info("{}: its configuration changed; restarting it", name);
-      replace_program(name, std::make_shared<const config::ProgramConfig>(*wanted));
-      out.restarted.push_back(name);
-    } else {
-      out.unchanged.push_back(name);
-    }
-  }
-  for (const config::ProgramConfig& p : next.programs) {
-    if (programs_.count(p.name)) continue;
-    Program program;
-    program.config = std::make_shared<const config::ProgramConfig>(p);
-    log::info("{}: new in the config; starting it", p.name);
-    if (!create_workers(program)) continue;
-    warn_unenforced(*program.config);
-    auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
-    start_program(inserted);
-    out.started.push_back(p.name);
-  }
-  // What replaces a program starts afresh: an operator's stop does not hold it.
-  auto replaced = [&](const auto& h) {
-    return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
-  };
-  std::erase_if(held_, replaced);
-  std::erase_if(restarting_, replaced);
-  config_ = std::move(next);
-  out.ok = true;
-  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
-                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
-                            out.started.size());
-  log::info("{}", out.message);
-  return out;
-}
-
-void Supervisor::notify_status() {
-  status_timer_ = timers_.after(std::chrono::seconds(1), [this] {
-    if (shutting_down_) return;
-    std::string line = summary_line(status(false));
-    if (line != status_sent_) {
-      status_sent_ = line;
-      notify_systemd("STATUS=" + line);
-    }
-    notify_status();
-  });
-}
-
-SupervisorStatus Supervisor::status(bool workers) const {
-  SupervisorStatus out;
-  out.pid = ::getpid();
-  out.uptime_s = std::chrono::duration<double>(timers_.now() - started_at_).count();
-  out.config_path = options_.config_path;
-  for (const auto& [name, program] : programs_) {
-    ProgramStatus& p = out.programs.emplace_back();
-    p.name = name;
-    p.instances = program.config->instances;
-    if (program.notify) {
-      p.notify_messages = program.notify->stats().received;
-      p.notify_reads = program.notify->stats().reads;
-      p.notify_answers = program.notify->stats().answers;
-      p.notify_answers_dropped = program.notify->stats().answers_dropped;
-    }
-    for (const auto& w : program.workers) {
-      if (w->state() == WorkerState::Running) ++p.running;
-      if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));
-    }
-    out.workers += static_cast<unsigned>(program.workers.size());
-    out.workers_running += p.running;
-  }
-  counters_.fill(out);
-  return out;
-}
-
-WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* monitor) const {
-  WorkerStatus s;
-  const config::ProgramConfig& cfg = w.program();
-  s.program = cfg.name;
-  s.slot = w.slot();
-  s.state = to_string(w.state());
-  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
-      w.phase() != StopPhase::None)
-    s.phase = to_string(w.phase());
-  s.pid = w.pid();
-  s.generation = w.generation();
-  s.restarts_recycles = w.recycles();
-  s.restarts_crashes = w.crashes();
-  s.last_recycle_reason = w.last_recycle_reason();
-  // A pre-fork server's processes recycled one by one count as its recycles.
-  if (const StatusCounters::SlotRecycles* r = counters_.slot(cfg.name, w.slot())) {
-    s.process_recycles = r->processes;
-    s.restarts_recycles += r->processes;
-    if (r->last_was_process) s.last_recycle_reason = r->last_process_reason;
-  }
-  if (s.pid) {
-    auto up = timers_.now() - w.started_at();
-    s.uptime_s = std::chrono::duration<double>(up).count();
-    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
-                       (std::chrono::system_clock::now() - up).time_since_epoch())
-                       .count();
-  }
-  s.memory_metric = "current";
-  std::optional<policies::Metric> process_metric;
-  bool per_process = false;  // some policy looks at each process
-  for (const config::PolicyConfig& p : cfg.policies) {
-    if ((p.policy->needs() & policies::kNeedsProcesses) || p.policy->per_process())
-      per_process = true;
-    if (s.memory_metric != "current" || !p.policy->metric()) continue;
-    s.memory_metric = std::string(*p.policy->metric());
-    s.limit = p.policy->limit(cfg.limits.memory_max);
-    if (p.policy->per_process()) {
-      s.memory_scope = "process";
-      process_metric = policies::parse_metric(s.memory_metric);
-    }
-  }
-  if (!s.limit && s.memory_scope == "worker") s.limit = cfg.limits.memory_max;
-  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
-  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
-  if (last && s.pid) {
-    using policies::Metric;
-    for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
-                     Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
-      if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
-    s.threads = last->threads;
-    s.requests = controller->requests_served(w.slot());
-    if (per_process) {
-      for (const policies::ProcessSample& p : last->processes) {
-        ProcessStatus& ps = s.processes.emplace_back();
-        ps.pid = p.pid;
-        ps.main = p.main;
-        ps.recycling = p.recycling;
-        if (process_metric) ps.memory = policies::value(p, *process_metric);
-        ps.requests = p.requests;
-        ps.request_limit = controller->process_request_limit(w.slot(), p.pid);
-        if (ps.memory) s.process_memory = std::max(s.process_memory.value_or(0), *ps.memory);
-      }
-      std::stable_sort(s.processes.begin(), s.processes.end(),
-                       [](const ProcessStatus& a, const ProcessStatus& b) {
-                         return a.memory.value_or(0) > b.memory.value_or(0);
-                       });
-      if (s.processes.size() > kMaxStatusProcesses) s.processes.resize(kMaxStatusProcesses);
-    }
-    for (auto [policy, outlook] : controller->outlooks(w.slot()))
-      s.outlooks.push_back(
-          {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
-  }
-  // No policy samples the cgroup: its figures are read now (one read each).
-  if (s.pid && !s.memory.count("current")) {
-    if (auto dir = w.cgroup().memory_dir()) {
-      probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
-      if (m.current) s.memory["current"] = *m.current;
-      if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
-      if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
-    }
-  }
-  return s;
 }
 
 void Supervisor::shutdown(int exit_code, bool force) {
@@ -967,7 +396,7 @@ void Supervisor::finish_shutdown() {
   if (escapes_) escapes_->kill_all(std::chrono::seconds(1));
   cgroups_->close();
   signals_.clear();
-  runtime_.reset();
+  router_.close();
   metrics_.reset();
   log::info("recycler stopped");
   uv_stop(&loop_);

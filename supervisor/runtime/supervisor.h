@@ -27,18 +27,18 @@
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
 #include "supervisor/control/server.h"
-#include "supervisor/process/escapes.h"
-#include "supervisor/process/listen.h"
+#include "supervisor/control/status.h"
 #include "supervisor/metrics/server.h"
-#include "supervisor/runtime/monitor.h"
 #include "supervisor/notify/read_pacer.h"
-#include "supervisor/notify/socket.h"
+#include "supervisor/notify/router.h"
 #include "supervisor/probe/probe.h"
 #include "supervisor/probe/service.h"
+#include "supervisor/process/escapes.h"
+#include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
-#include "supervisor/control/status.h"
-#include "supervisor/util/uv.h"
+#include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/watchdog.h"
+#include "supervisor/util/uv.h"
 #include "supervisor/worker/worker.h"
 
 namespace recycler {
@@ -71,8 +71,6 @@ class Supervisor {
  private:
   struct Program {
     std::shared_ptr<const config::ProgramConfig> config;
-    // Its workers' NOTIFY_SOCKET: only they (and root) can reach it.
-    std::unique_ptr<notify::NotifySocket> notify;
     // Its listen: sockets, bound when its workers are first created and kept
     // (those with the same endpoint) when a reload replaces them.
     std::shared_ptr<const listen::Set> sockets;
@@ -83,8 +81,6 @@ class Supervisor {
     // (a new config, or nullptr when the program was removed).
     bool replacing = false;
     std::shared_ptr<const config::ProgramConfig> next;
-    // An unknown RECYCLER_* key from its workers has been warned about (once a program).
-    bool warned_unknown_key = false;
   };
 
   // Start-up runs from the loop, a slice at a time (kStartUpSlice of work,
@@ -105,20 +101,12 @@ class Supervisor {
   void notify_status();
 
   void clear_workers(Program& program);
-  ProgramMonitor* monitor_of(const Worker& worker);
-  void open_runtime_dir();
   // GPU figures (gpu/sampler.h) from when a config first asks for them.
   void start_gpu(const config::Config& config);
   // The metrics endpoint (metrics/server.h) where `config` asks for one:
   // opened, moved or closed to match it; false when it cannot listen there.
   bool apply_metrics(const config::Config& config);
   std::string metrics_text();
-  std::unique_ptr<notify::NotifySocket> open_notify_socket(const config::ProgramConfig& program);
-  void on_notify(const std::string& program, const notify::NotifySocket::Datagram& datagram);
-  static bool same_network_namespace(pid_t pid);
-  // The worker `pid` is a process of, and which of its slot's cgroups it is in
-  // (`variant`: cgroup::WorkerId); null for none.
-  Worker* worker_of(pid_t pid, unsigned* variant = nullptr);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
@@ -136,7 +124,7 @@ class Supervisor {
   };
   ReloadOutcome reload();
 
-  // The control socket (control/server.h; supervisor_control.cpp).
+  // The control socket (control/server.h; control_actions.cpp).
   void open_control();
   std::string on_control(const control::Request& request);
   std::string control_act(const control::Request& request);
@@ -166,30 +154,13 @@ class Supervisor {
   // Sockets systemd passed to recycler (socket activation), until a
   // program's listen: takes them.
   listen::Inherited inherited_ = listen::Inherited::from_environment();
-  WorkerContext context_;
+  WorkerServices context_;
   probe::ProcessReader procs_;
   std::unique_ptr<gpu::Sampler> gpu_;
   std::string gpu_library_;
   MonitorContext monitor_context_{&loop_, timers_, procs_, rng_};
-  // Where the notify sockets live (notify/runtime_dir.h); without one, they
-  // are abstract sockets any local process can reach.
-  std::optional<notify::RuntimeDir> runtime_;
-  // Which worker a notify sender belongs to: found once (one read of
-  // /proc/PID/cgroup), then remembered while that run lasts.
-  struct Sender {
-    std::string program;
-    unsigned slot = 0;
-    unsigned generation = 0;
-    unsigned variant = 0;
-  };
-  std::map<pid_t, Sender> senders_;
-  // Senders found to be no worker, until when they are not looked up again:
-  // a flood from a stranger costs a map lookup per datagram.
-  std::map<pid_t, TimePoint> strangers_;
-  uint64_t notify_foreign_ = 0;
-  uint64_t notify_malformed_ = 0;
-  TimePoint notify_warned_{};
-  bool warned_short_queue_ = false;  // once: net.unix.max_dgram_qlen is host-wide
+  // The programs' notify sockets, and where what their workers send goes.
+  notify::Router router_;
   std::unique_ptr<cgroup::Manager> cgroups_;
   std::unique_ptr<metrics::Server> metrics_;
   // Processes that leave their worker's cgroup (escapes.h).

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "policies/base/time.h"
-#include "supervisor/util/timers.h"
 #include "supervisor/util/result.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler {
 

@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <map>
 
 #include "policies/base/units.h"
-#include "supervisor/config/allocator.h"
 #include "supervisor/log/log.h"
 
 namespace recycler {
@@ -17,87 +15,21 @@ using log::Level;
 using units::format_duration;
 
 const char* to_string(WorkerState state) {
-  switch (state) {
-    case WorkerState::Stopped:
-      return "stopped";
-    case WorkerState::Starting:
-      return "starting";
-    case WorkerState::Running:
-      return "running";
-    case WorkerState::Stopping:
-      return "stopping";
-    case WorkerState::Exited:
-      return "exited";
-    case WorkerState::Backoff:
-      return "backoff";
-    case WorkerState::Failed:
-      return "failed";
-  }
-  return "?";
+  return enum_name(kWorkerStateNames, state);
 }
-
 const char* to_string(StopPhase phase) {
-  switch (phase) {
-    case StopPhase::None:
-      return "none";
-    case StopPhase::Checkpointing:
-      return "checkpointing";
-    case StopPhase::Recycling:
-      return "recycling";
-    case StopPhase::StopSigterm:
-      return "stop-sigterm";
-    case StopPhase::StopSigkill:
-      return "stop-sigkill";
-    case StopPhase::Surging:
-      return "surging";
-  }
-  return "?";
+  return enum_name(kStopPhaseNames, phase);
 }
 
-std::vector<std::string> worker_environment(const std::vector<std::string>& base,
-                                            const config::ProgramConfig& program, unsigned slot,
-                                            unsigned generation, const std::string& notify_socket,
-                                            const std::optional<RecycleCause>& cause,
-                                            const listen::Set* sockets) {
-  std::map<std::string, std::string> env;
-  for (const std::string& kv : base) {
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  // A recycler run as another recycler's worker must not pass its own on.
-  env.erase("RECYCLER_RESUME");
-  env.erase("RECYCLER_RECYCLE_REASON");
-  env.erase(config::kRequestsBatchBelowVar);
-  for (const auto& [k, v] : program.env) env[k] = v;
-  if (program.threads) {
-    for (const char* var : config::kThreadEnvVars)
-      if (!program.env.count(var)) env[var] = std::to_string(*program.threads);
-  }
-  config::apply_allocator(program.allocator, program.env, env);
-  env["RECYCLER_PROGRAM"] = program.name;
-  env["RECYCLER_SLOT"] = std::to_string(slot);
-  env["RECYCLER_GENERATION"] = std::to_string(generation);
-  // sd_notify(3) senders (READY=1, STATUS=...) and RECYCLER_REQUESTS=N reach recycler.
-  if (!notify_socket.empty()) env["NOTIFY_SOCKET"] = notify_socket;
-  // How many requests each process may report in batches, not one by one.
-  if (!program.env.count(config::kRequestsBatchBelowVar)) {
-    auto below = program.requests_batch_below();
-    env[config::kRequestsBatchBelowVar] = below ? std::to_string(*below) : "unlimited";
-  }
-  if (cause) {
-    env["RECYCLER_RECYCLE_REASON"] = cause->reason;
-    if (cause->resume) env["RECYCLER_RESUME"] = "1";
-  }
-  for (const char* var : {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}) env.erase(var);
-  if (sockets)
-    for (auto& [k, v] : sockets->environment()) env[k] = v;
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
+const char* Worker::to_string(AfterExit::Then then) {
+  static constexpr EnumName<AfterExit::Then> kNames[] = {{AfterExit::Then::Restart, "restart"},
+                                                         {AfterExit::Then::Replace, "replace"},
+                                                         {AfterExit::Then::Resume, "resume"},
+                                                         {AfterExit::Then::Stop, "stop"}};
+  return enum_name(kNames, then);
 }
 
-Worker::Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
+Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramConfig> program,
                unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
                std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
                CgroupFactory make_cgroup)
@@ -148,6 +80,7 @@ void Worker::set_state(WorkerState s) {
   state_ = s;
   // Single processes signalled are watched no longer: nothing of the slot runs.
   if (s == WorkerState::Stopped || s == WorkerState::Failed) signalled_.clear();
+  if (observer_) observer_->on_state_change(*this);
   if (ctx_.on_state_change) ctx_.on_state_change(*this);
 }
 
@@ -166,14 +99,13 @@ void Worker::spawn() {
   set_state(WorkerState::Starting);
   oom_kills_at_start_ = cgroup_->oom_kills();
 
-  std::optional<RecycleCause> cause = std::exchange(cause_, std::nullopt);
+  std::optional<RecycleCause> cause = std::exchange(start_cause_, std::nullopt);
+  if (!stopping_for_good()) after_exit_ = {};
   if (cause) {
     ++recycles_;
     last_recycle_reason_ = cause->reason;
   }
   LaunchSpec spec = launch_spec(generation_, cause, *cgroup_);
-  clean_exit_.reset();
-  checkpoint_signal_.reset();
   started_at_ = ctx_.timers.now();
 
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
@@ -191,9 +123,9 @@ void Worker::spawn() {
     const Error& error = started.error();
     last_exit_ = ExitStatus{error.permanent ? exec_failure_status(error) : 127};
     last_uptime_ = Duration{0};
-    if (!stop_requested_) ++crashes_;
+    if (!stopping_for_good()) ++crashes_;
     set_state(WorkerState::Exited);
-    if (stop_requested_) {
+    if (stopping_for_good()) {
       finish_stop();
     } else if (error.permanent) {
       // A typo'd path, a missing x bit: no backoff can fix it.
@@ -253,8 +185,10 @@ void Worker::exited(unsigned generation, ExitStatus status) {
 
 OutputTag Worker::output_tag() {
   OutputTag tag{program_->name, slot_, nullptr};
-  if (program_->requests && ctx_.on_output)
-    tag.observe = [this](pid_t pid, std::string_view line) { ctx_.on_output(*this, pid, line); };
+  if (program_->requests && observer_)
+    tag.observe = [this](pid_t pid, std::string_view line) {
+      if (observer_) observer_->on_output(*this, pid, line);
+    };
   return tag;
 }
 
@@ -295,7 +229,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
     message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
-  bool requested = stop_requested_ || recycling() || clean_exit_.has_value();
+  bool requested = after_exit_.then != AfterExit::Then::Restart || recycling();
   // An OOM kill is a warning even during a stop or a recycle (a checkpoint
   // that never came, a stop that took too long): the kernel acted, not recycler.
   bool crash = !requested && !(status.success() && !oom);
@@ -333,43 +267,48 @@ void Worker::drain(TimePoint deadline) {
 void Worker::after_drain() {
   timer_.reset();
   process_.reset();  // its last output is logged before what happens next
-  if (stop_requested_) {
-    recycle_delay_.reset();
-    cause_.reset();
-    finish_stop();
-    return;
+  AfterExit after = std::exchange(after_exit_, {});
+  log::debug("{}: drained; then {}", name_, to_string(after.then));
+  if (after.then == AfterExit::Then::Resume) after = resume_or_restart(std::move(after));
+  switch (after.then) {
+    case AfterExit::Then::Stop:
+      after_exit_.then = AfterExit::Then::Stop;  // until finish_stop
+      return finish_stop();
+    case AfterExit::Then::Replace:
+      return replace(after.delay, std::move(after.cause));
+    case AfterExit::Then::Resume:
+    case AfterExit::Then::Restart:
+      return schedule_restart(last_uptime_, false);
   }
-  if (clean_exit_ && last_exit_ && !recycle_delay_) {
-    // Killed by the checkpoint signal itself: it had no handler for it, or it
-    // was already on its way out (Python puts the default actions back while
-    // it exits: a trainer that has just finished). recycler's own signal, not
-    // a crash; its latest checkpoint is on disk whichever it was.
-    bool by_signal =
-        checkpoint_signal_ && last_exit_->signaled && last_exit_->signal == *checkpoint_signal_;
-    if (by_signal)
-      log::warn(
-          "{}: killed by {}, the checkpoint signal: it has no handler for it, or was "
-          "exiting as it came; restarting it with RECYCLER_RESUME=1 to resume from its "
-          "latest checkpoint",
-          name_, units::signal_name(*checkpoint_signal_));
-    if (last_exit_->success() || by_signal) {
-      recycle_delay_ = Duration{0};
-      cause_ = std::move(clean_exit_);
-    }
-  }
-  clean_exit_.reset();
-  checkpoint_signal_.reset();
-  if (recycle_delay_) {
-    Duration delay = *std::exchange(recycle_delay_, std::nullopt);
-    if (delay <= Duration{0}) {
-      spawn();
-      return;
-    }
-    set_state(WorkerState::Backoff);
-    timer_ = ctx_.timers.after(delay, [this] { spawn(); });
-    return;
-  }
-  schedule_restart(last_uptime_, false);
+}
+
+// A checkpointing worker's end: its clean exit, or its death by the
+// checkpoint signal itself, ends the recycle; anything else is a crash.
+Worker::AfterExit Worker::resume_or_restart(AfterExit after) {
+  if (!last_exit_) return {};
+  // Killed by the checkpoint signal itself: it had no handler for it, or it
+  // was already on its way out (Python puts the default actions back while
+  // it exits: a trainer that has just finished). recycler's own signal, not
+  // a crash; its latest checkpoint is on disk whichever it was.
+  bool by_signal = after.signal != 0 && last_exit_->signaled && last_exit_->signal == after.signal;
+  if (by_signal)
+    log::warn(
+        "{}: killed by {}, the checkpoint signal: it has no handler for it, or was "
+        "exiting as it came; restarting it with RECYCLER_RESUME=1 to resume from its "
+        "latest checkpoint",
+        name_, units::signal_name(after.signal));
+  if (!last_exit_->success() && !by_signal) return {};
+  after.then = AfterExit::Then::Replace;
+  after.delay = Duration{0};
+  return after;
+}
+
+// The replacement of a recycled run: at once, or after `delay` (a recycle loop's).
+void Worker::replace(Duration delay, std::optional<RecycleCause> cause) {
+  start_cause_ = std::move(cause);
+  if (delay <= Duration{0}) return spawn();
+  set_state(WorkerState::Backoff);
+  timer_ = ctx_.timers.after(delay, [this] { spawn(); });
 }
 
 void Worker::schedule_restart(Duration uptime, bool failed_start) {
@@ -425,13 +364,13 @@ void Worker::stop(std::function<void()> done) {
       [[fallthrough]];
     case WorkerState::Exited:
     case WorkerState::Starting:
-      stop_requested_ = true;
+      enter_stop();
       if (done) stop_done_.push_back(std::move(done));
       return;
     case WorkerState::Running:
       break;
   }
-  stop_requested_ = true;
+  enter_stop();
   if (done) stop_done_.push_back(std::move(done));
   const config::StopConfig& s = program_->stop;
   log::event(Level::Info, "stop",
@@ -445,7 +384,7 @@ void Worker::stop(std::function<void()> done) {
 }
 
 bool Worker::recycle(Duration delay, RecycleCause cause) {
-  if (state_ != WorkerState::Running || stop_requested_) return false;
+  if (state_ != WorkerState::Running || stopping_for_good()) return false;
   if (program_->recycle.mode == config::RecycleMode::Surge && make_cgroup_) {
     if (surge_cause_) return true;  // one under way
     surge_cause_ = std::move(cause);
@@ -462,14 +401,28 @@ bool Worker::recycle(Duration delay, RecycleCause cause) {
     }
     return true;
   }
-  recycle_delay_ = delay;
-  cause_ = std::move(cause);
+  enter_replace(delay, std::move(cause));
   send_stop_signal(StopPhase::Recycling);
   return true;
 }
 
+void Worker::enter_replace(Duration delay, RecycleCause cause) {
+  after_exit_.then = AfterExit::Then::Replace;
+  after_exit_.delay = delay;
+  after_exit_.cause = std::move(cause);
+  after_exit_.recycled = true;
+}
+
+void Worker::enter_stop() {
+  after_exit_.then = AfterExit::Then::Stop;
+  after_exit_.cause.reset();
+}
+
 void Worker::expect_clean_exit(RecycleCause cause) {
-  if (state_ == WorkerState::Running) clean_exit_ = std::move(cause);
+  if (state_ != WorkerState::Running) return;
+  after_exit_.then = AfterExit::Then::Resume;
+  after_exit_.cause = std::move(cause);
+  after_exit_.signal = 0;
 }
 
 int Worker::checkpoint(int signal, RecycleCause cause) {
@@ -479,7 +432,7 @@ int Worker::checkpoint(int signal, RecycleCause cause) {
   if (!process_->signal(signal)) return errno;
   set_phase(StopPhase::Checkpointing);
   expect_clean_exit(std::move(cause));
-  checkpoint_signal_ = signal;
+  after_exit_.signal = signal;
   return 0;
 }
 
@@ -489,9 +442,9 @@ bool Worker::signal(int signal) {
   return process_->signal(signal);
 }
 
-SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit,
-                                    std::function<void()> on_left) {
-  if (signalled_.count(pid)) return SignalResult::Sent;
+engine::Signalled Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit,
+                                         std::function<void()> on_left) {
+  if (signalled_.count(pid)) return engine::Signalled::Sent;
   // A pre-fork server's master reaps its own children, so the pid may be
   // gone (or reused) by now. The pidfd pins the process; it must still be in
   // the worker's cgroup after that.
@@ -504,9 +457,9 @@ SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()>
     if (left) left();
     if (done) done();
   });
-  if (!attached) return SignalResult::NotMember;
+  if (!attached) return engine::Signalled::NotMember;
   std::vector<pid_t> pids = cgroup_->pids();
-  if (std::find(pids.begin(), pids.end(), pid) == pids.end()) return SignalResult::NotMember;
+  if (std::find(pids.begin(), pids.end(), pid) == pids.end()) return engine::Signalled::NotMember;
   Signalled& entry = signalled_[pid];
   entry.process = std::move(attached.value());
   entry.on_exit = std::move(on_exit);
@@ -520,7 +473,7 @@ SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()>
   });
   if (!sent) {
     signalled_.erase(pid);
-    return SignalResult::Gone;
+    return engine::Signalled::Gone;
   }
   entry.on_left = std::move(on_left);
   if (entry.on_left && ctx_.service) {
@@ -528,7 +481,7 @@ SignalResult Worker::signal_process(pid_t pid, int signal, std::function<void()>
     if (!entry.listeners.empty())
       entry.leave_poll = ctx_.timers.after(kLeavePoll, [this, pid] { poll_left(pid); });
   }
-  return SignalResult::Sent;
+  return engine::Signalled::Sent;
 }
 
 void Worker::poll_left(pid_t pid) {
@@ -566,7 +519,7 @@ void Worker::send_stop_signal(StopPhase phase) {
 void Worker::kill(std::function<void()> done) {
   kill_sides(true);
   if (state_ == WorkerState::Running || state_ == WorkerState::Stopping) {
-    stop_requested_ = true;
+    enter_stop();
     if (done) stop_done_.push_back(std::move(done));
     timer_.reset();
     set_phase(StopPhase::StopSigkill);
@@ -578,280 +531,12 @@ void Worker::kill(std::function<void()> done) {
   stop(std::move(done));
 }
 
-// ---------------------------------------------------------------------------
-// Surge: the next generation beside the current one.
-
-std::optional<pid_t> Worker::surge_pid() const {
-  if (next_ && next_->process) return next_->process->pid();
-  return std::nullopt;
-}
-
-std::optional<pid_t> Worker::retiring_pid() const {
-  if (retiring_ && retiring_->process) return retiring_->process->pid();
-  return std::nullopt;
-}
-
-Worker::Generation Worker::generation_in(unsigned variant) const {
-  if (next_ && next_->variant == variant) return Generation::Next;
-  if (retiring_ && retiring_->variant == variant) return Generation::Retiring;
-  return Generation::Current;
-}
-
-void Worker::begin_surge() {
-  if (!surge_cause_ || state_ != WorkerState::Running || stop_requested_) return;
-  if (retiring_) {  // the last one's old generation is still stopping
-    surge_timer_ = ctx_.timers.after(kDrainPoll, [this] {
-      surge_timer_.reset();
-      begin_surge();
-    });
-    return;
-  }
-  const config::RecycleConfig& rc = program_->recycle;
-  unsigned variant = 1 - variant_;
-  auto cg = make_cgroup_(variant);
-  if (!cg) {
-    log::warn("{}: cannot create a cgroup for its next generation ({}); recycling it by restart",
-              name_, cg.error().message);
-    restart_instead();
-    return;
-  }
-  auto side = std::make_unique<Side>();
-  side->cgroup = std::move(cg.value());
-  side->variant = variant;
-  side->generation = generation_ + 1;
-  side->started = ctx_.timers.now();
-  side->oom_kills_at_start = side->cgroup->oom_kills();
-  LaunchSpec spec = launch_spec(side->generation, surge_cause_, *side->cgroup);
-  bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
-                              [](const UniqueFd& fd) { return static_cast<bool>(fd); });
-  Result<std::unique_ptr<Process>> started =
-      joinable
-          ? ctx_.launcher.launch(std::move(spec), output_tag(), exit_callback(side->generation))
-          : errno_error("cannot open the files that join its cgroup " + side->cgroup->path());
-  next_ = std::move(side);
-  if (!started) {
-    surge_failed(fmt::format("failed to start: {}", started.error().message));
-    return;
-  }
-  next_->process = std::move(started.value());
-  next_->cgroup->adopt(next_->process->pid());
-  std::string until = rc.ready_after
-                          ? fmt::format("once it has run {}", format_duration(*rc.ready_after))
-                          : fmt::format("once {} sends READY=1, at most {} from now",
-                                        rc.ready_from_child ? "a child of it" : "it",
-                                        format_duration(rc.ready_timeout));
-  log::event(Level::Info, "surge",
-             fmt::format("{} surge: generation {} (pid {}) starting beside generation {} (pid {}); "
-                         "it takes over {}",
-                         name_, next_->generation, next_->process->pid(), generation_,
-                         process_->pid(), until),
-             {{"program", program_->name},
-              {"slot", slot_},
-              {"pid", next_->process->pid()},
-              {"generation", next_->generation},
-              {"replaces", process_->pid()},
-              {"cgroup", next_->cgroup->path()}});
-  if (rc.ready_after)
-    next_->timer = ctx_.timers.after(*rc.ready_after, [this] {
-      surge_ready(fmt::format("it has run {}", format_duration(*program_->recycle.ready_after)));
-    });
-  else
-    next_->timer = ctx_.timers.after(rc.ready_timeout, [this] {
-      surge_failed(fmt::format("sent no READY=1 within {} (recycle.ready_timeout)",
-                               format_duration(program_->recycle.ready_timeout)));
-    });
-}
-
-// The surge asked for becomes a recycle by restart, with its cause.
-void Worker::restart_instead() {
-  RecycleCause cause = std::move(*surge_cause_);
-  surge_cause_.reset();
-  set_phase(StopPhase::None);
-  if (state_ != WorkerState::Running) return;
-  recycle_delay_ = Duration{0};
-  cause_ = std::move(cause);
-  send_stop_signal(StopPhase::Recycling);
-}
-
-void Worker::notified_ready(pid_t pid) {
-  if (!next_ || !next_->process || next_->stopping || program_->recycle.ready_after) return;
-  bool main = pid == next_->process->pid();
-  if (main == program_->recycle.ready_from_child) return;
-  if (!main) {
-    std::vector<pid_t> pids = next_->cgroup->pids();
-    if (std::find(pids.begin(), pids.end(), pid) == pids.end()) return;
-  }
-  surge_ready(pid == next_->process->pid() ? "READY=1" : fmt::format("READY=1 from pid {}", pid));
-}
-
-void Worker::surge_ready(const std::string& how) {
-  if (!next_ || !next_->process || next_->stopping) return;
-  auto waited = std::chrono::duration_cast<Duration>(ctx_.timers.now() - next_->started);
-  // The old generation steps aside: it stops gracefully while the new one serves.
-  auto old = std::make_unique<Side>();
-  old->process = std::move(process_);
-  old->cgroup = std::move(cgroup_);
-  old->variant = variant_;
-  old->generation = generation_;
-  old->started = started_at_;
-  old->oom_kills_at_start = oom_kills_at_start_;
-  std::unique_ptr<Side> next = std::move(next_);
-  next->timer.reset();
-  process_ = std::move(next->process);
-  cgroup_ = std::move(next->cgroup);
-  variant_ = next->variant;
-  generation_ = next->generation;
-  started_at_ = next->started;
-  oom_kills_at_start_ = next->oom_kills_at_start;
-  RecycleCause cause = std::move(*surge_cause_);
-  surge_cause_.reset();
-  ++recycles_;
-  last_recycle_reason_ = cause.reason;
-  surge_backoff_.reset();
-  // Processes signalled one by one belonged to the old generation.
-  signalled_.clear();
-  retiring_ = std::move(old);
-  log::event(Level::Info, "surge_ready",
-             fmt::format("{} generation {} (pid {}) ready after {} ({}); stopping generation {} "
-                         "(pid {}): {}, SIGKILL to {} after {}",
-                         name_, generation_, process_->pid(), format_duration(waited), how,
-                         retiring_->generation, retiring_->process->pid(),
-                         units::signal_name(program_->stop.signal),
-                         retiring_->cgroup->enforcing() ? "its cgroup" : "its processes",
-                         format_duration(program_->stop.timeout)),
-             {{"program", program_->name},
-              {"slot", slot_},
-              {"pid", process_->pid()},
-              {"generation", generation_},
-              {"ready_s", static_cast<double>(waited.count()) / 1000.0},
-              {"old_pid", retiring_->process->pid()}});
-  stop_side(*retiring_, program_->stop.signal);
-  set_phase(StopPhase::None);
-  set_state(WorkerState::Running);  // a new run
-}
-
-void Worker::surge_failed(const std::string& why) {
-  if (!next_) return;
-  log::event(
-      Level::Warn, "surge_failed",
-      fmt::format("{} surge: generation {} {}; stopping it, generation {} (pid {}) serves on",
-                  name_, next_->generation, why, generation_, process_ ? process_->pid() : 0),
-      {{"program", program_->name},
-       {"slot", slot_},
-       {"generation", next_->generation},
-       {"error", why}});
-  if (next_->process && !next_->stopping) {
-    stop_side(*next_, program_->stop.signal);
-  } else if (!next_->process) {
-    drain_side(&next_, ctx_.timers.now() + kDrainTimeout);
-  }
-  if (!surge_cause_ || stop_requested_) return;
-  if (surge_failures_.record_exit(ctx_.timers.now())) {
-    log::event(
-        Level::Error, "surge_failed",
-        fmt::format("{} surge: {} replacements failed within {}; recycling it by restart instead",
-                    name_, surge_failures_.exits_in_window(),
-                    format_duration(program_->restart.crash_loop.within)),
-        {{"program", program_->name}, {"slot", slot_}, {"error", std::string("crash loop")}});
-    surge_failures_.reset();
-    surge_timer_.reset();
-    restart_instead();
-    return;
-  }
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  Duration delay = surge_backoff_.next(Duration{0}, unit(ctx_.rng));
-  log::info("{} surge: trying again in {}", name_, format_duration(delay));
-  surge_timer_ = ctx_.timers.after(delay, [this] {
-    surge_timer_.reset();
-    if (next_) {  // the failed one is still stopping
-      surge_timer_ = ctx_.timers.after(kDrainPoll, [this] { begin_surge(); });
-      return;
-    }
-    begin_surge();
-  });
-}
-
-void Worker::stop_side(Side& side, int signal) {
-  side.stopping = true;
-  Side* target = &side;
-  terminate(*side.process, signal, side.timer, [this, target] {
-    log::warn("{} generation {} still running {} after {}; killing every process in {}", name_,
-              target->generation, format_duration(program_->stop.timeout),
-              units::signal_name(program_->stop.signal), target->cgroup->path());
-    target->cgroup->kill_all();
-    if (target->process) target->process->signal(SIGKILL);
-  });
-}
-
-void Worker::side_exited(std::unique_ptr<Side>& side, const char* which, ExitStatus status) {
-  auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - side->started);
-  std::optional<uint64_t> oom_now = side->cgroup->oom_kills();
-  bool oom = oom_now && side->oom_kills_at_start && *oom_now > *side->oom_kills_at_start;
-  bool expected = side->stopping;
-  log::event(expected && !oom ? Level::Info : Level::Warn, oom ? "oom_kill" : "exit",
-             fmt::format("{} generation {} ({}) {} after {}{}", name_, side->generation, which,
-                         status.describe(), format_duration(uptime),
-                         oom ? "; the kernel OOM-killed a process in its cgroup" : ""),
-             {{"program", program_->name},
-              {"slot", slot_},
-              {"pid", side->process ? side->process->pid() : 0},
-              {"generation", side->generation},
-              {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
-              {"oom_kill", oom},
-              {"requested", expected}});
-  std::unique_ptr<Side>* slot = &side;
-  bool was_next = slot == &next_;
-  side->timer.reset();
-  side->stopping = true;
-  if (side->cgroup->populated()) side->cgroup->kill_all();
-  // The Process goes once its exit callback is over: from the drain's timer.
-  side->timer = ctx_.timers.after(
-      Duration{0}, [this, slot] { drain_side(slot, ctx_.timers.now() + kDrainTimeout); });
-  if (was_next && !expected) surge_failed(fmt::format("{} before it was ready", status.describe()));
-}
-
-void Worker::drain_side(std::unique_ptr<Side>* side, TimePoint deadline) {
-  Side& s = **side;
-  s.process.reset();
-  if (s.cgroup->populated() && ctx_.timers.now() < deadline) {
-    s.cgroup->kill_all();
-    s.timer = ctx_.timers.after(kDrainPoll, [this, side, deadline] { drain_side(side, deadline); });
-    return;
-  }
-  if (s.cgroup->populated())
-    log::error("{}: {} process(es) still in {} {} after SIGKILL; going on without them", name_,
-               s.cgroup->pids().size(), s.cgroup->path(), format_duration(kDrainTimeout));
-  if (Status removed = s.cgroup->remove(); !removed)
-    log::warn("{}: cannot remove its cgroup {}: {}", name_, s.cgroup->path(),
-              removed.error().message);
-  side->reset();
-  if (finish_when_sides_gone_ && !sides_busy()) {
-    finish_when_sides_gone_ = false;
-    finish_stop();
-  }
-}
-
-// A stop of the slot, or its main process's exit, during a surge: the next
-// generation goes at once (with `all`, a kill, whatever is left of the old
-// one too).
-void Worker::kill_sides(bool all) {
-  surge_timer_.reset();
-  surge_cause_.reset();
-  if (phase_ == StopPhase::Surging) set_phase(StopPhase::None);
-  for (std::unique_ptr<Side>* side : {&next_, &retiring_}) {
-    if (!*side || (side == &retiring_ && !all)) continue;
-    (*side)->stopping = true;
-    (*side)->cgroup->kill_all();
-    if ((*side)->process) (*side)->process->signal(SIGKILL);
-  }
-}
-
 void Worker::finish_stop() {
   if (sides_busy()) {  // the stop is over once both sides have drained too
     finish_when_sides_gone_ = true;
     return;
   }
-  stop_requested_ = false;
+  after_exit_ = {};
   process_.reset();
   log::event(Level::Info, "stopped", fmt::format("{} stopped", name_),
              {{"program", program_->name}, {"slot", slot_}});

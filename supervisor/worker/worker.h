@@ -9,7 +9,7 @@
 // exits within crash_loop.within, is marked failed and no longer restarted.
 //
 // Everything outside (time, spawning, cgroups, randomness) comes in through
-// WorkerContext and the WorkerCgroup, so this logic runs unchanged against
+// WorkerServices and the WorkerCgroup, so this logic runs unchanged against
 // libuv and real processes or against fakes in unit tests.
 #pragma once
 
@@ -24,17 +24,25 @@
 #include <string_view>
 #include <vector>
 
-#include "supervisor/worker/restart_backoff.h"
+#include "policies/base/enums.h"
 #include "supervisor/cgroup/cgroup.h"
 #include "supervisor/config/config.h"
-#include "supervisor/process/listen.h"
+#include "supervisor/engine/vocabulary.h"
 #include "supervisor/probe/service.h"
+#include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
 #include "supervisor/util/timers.h"
+#include "supervisor/worker/environment.h"
+#include "supervisor/worker/restart_backoff.h"
 
 namespace recycler {
 
 enum class WorkerState { Stopped, Starting, Running, Stopping, Exited, Backoff, Failed };
+inline constexpr EnumName<WorkerState> kWorkerStateNames[] = {
+    {WorkerState::Stopped, "stopped"}, {WorkerState::Starting, "starting"},
+    {WorkerState::Running, "running"}, {WorkerState::Stopping, "stopping"},
+    {WorkerState::Exited, "exited"},   {WorkerState::Backoff, "backoff"},
+    {WorkerState::Failed, "failed"}};
 const char* to_string(WorkerState state);
 
 // What the worker has asked of its main process, within Running and Stopping
@@ -60,18 +68,32 @@ const char* to_string(WorkerState state);
 // A stop asked during a recycle turns recycling into stop-sigterm; one asked
 // during a surge stops the next generation at once.
 enum class StopPhase { None, Checkpointing, Recycling, StopSigterm, StopSigkill, Surging };
+inline constexpr EnumName<StopPhase> kStopPhaseNames[] = {
+    {StopPhase::None, "none"},
+    {StopPhase::Checkpointing, "checkpointing"},
+    {StopPhase::Recycling, "recycling"},
+    {StopPhase::StopSigterm, "stop-sigterm"},
+    {StopPhase::StopSigkill, "stop-sigkill"},
+    {StopPhase::Surging, "surging"}};
 const char* to_string(StopPhase phase);
-
-// What came of Worker::signal_process.
-enum class SignalResult {
-  Sent,
-  NotMember,  // gone, or no longer in the worker's cgroup (the pid was reused)
-  Gone,       // exited between the look and the signal
-};
 
 class Worker;
 
-struct WorkerContext {
+// What watches one worker: its program's monitor (runtime/monitor.h), told
+// of each state change before the supervisor is (WorkerServices), and of
+// every whole output line when its program counts requests by pattern.
+class WorkerObserver {
+ public:
+  virtual void on_state_change(Worker& worker) = 0;
+  virtual void on_output(Worker& worker, pid_t pid, std::string_view line) = 0;
+
+ protected:
+  ~WorkerObserver() = default;
+};
+
+// What every worker uses from outside: time, processes, randomness, the
+// environment, and the supervisor's hook on state changes.
+struct WorkerServices {
   Timers& timers;
   Launcher& launcher;
   std::mt19937_64& rng;
@@ -83,8 +105,6 @@ struct WorkerContext {
   // The RLIMIT_NOFILE recycler itself was given, restored in workers whose
   // config sets none (recycler raises its own soft limit; see Supervisor::run).
   std::optional<config::Rlimit> worker_nofile = std::nullopt;
-  // Every whole output line of a program that counts requests by pattern.
-  std::function<void(Worker&, pid_t, std::string_view)> on_output = nullptr;
   // Sees a signalled process of a pre-fork server leave service before it
   // exits (probe/service.h); null: only its exit counts.
   const probe::ServiceProbe* service = nullptr;
@@ -93,25 +113,6 @@ struct WorkerContext {
   // is no file to reload.
   std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
 };
-
-// Why a start follows a recycle, for the replacement's environment.
-struct RecycleCause {
-  std::string reason;   // RECYCLER_RECYCLE_REASON: "anon 612 MiB > 600 MiB (memory policy)"
-  bool resume = false;  // RECYCLER_RESUME=1: the worker confirmed a checkpoint before it stopped
-};
-
-// The environment of one start of a slot: base, then the program's env, then
-// the thread-count variables (unless env sets them), then RECYCLER_* (with
-// RECYCLER_RECYCLE_REASON and RECYCLER_RESUME only after a recycle: never
-// inherited from recycler's own environment).
-// With `sockets` (listen:), LISTEN_FDS and LISTEN_FDNAMES (spawn adds
-// LISTEN_PID in the child); never inherited from recycler's environment.
-std::vector<std::string> worker_environment(const std::vector<std::string>& base,
-                                            const config::ProgramConfig& program, unsigned slot,
-                                            unsigned generation,
-                                            const std::string& notify_socket = "",
-                                            const std::optional<RecycleCause>& cause = {},
-                                            const listen::Set* sockets = nullptr);
 
 // Makes the slot's cgroup number `variant` (0 or 1): a surge runs the next
 // generation in the variant the current one does not use.
@@ -124,13 +125,16 @@ class Worker {
   // ("" = none).
   // `sockets`: the program's listen: sockets (null: none). `make_cgroup`:
   // what a surge needs (null: recycle.mode surge recycles by restart).
-  Worker(WorkerContext& context, std::shared_ptr<const config::ProgramConfig> program,
+  Worker(WorkerServices& context, std::shared_ptr<const config::ProgramConfig> program,
          unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
          std::string notify_socket = "", std::shared_ptr<const listen::Set> sockets = nullptr,
          CgroupFactory make_cgroup = nullptr);
   ~Worker();  // removes the slot's cgroup; only destroy a stopped or failed worker
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
+
+  // Its observer (null: none), told of what happens from now on.
+  void observe(WorkerObserver* observer) { observer_ = observer; }
 
   // Starts the slot now (from stopped or failed).
   void start();
@@ -147,7 +151,7 @@ class Worker {
   // With recycle.mode surge, the next generation starts beside it instead
   // (StopPhase::Surging) after `delay`.
   bool recycle(Duration delay, RecycleCause cause = {});
-  bool recycling() const { return recycle_delay_.has_value(); }
+  bool recycling() const { return after_exit_.recycled; }
   // READY=1 from `pid` on the program's notify socket: the end of a surge's
   // wait when `pid` belongs to the next generation.
   void notified_ready(pid_t pid);
@@ -158,7 +162,7 @@ class Worker {
   // Which generation a process of the slot's cgroup `variant` (cgroup::WorkerId)
   // belongs to: the running one, the next one of a surge under way, or the one
   // a surge replaced while it stops. Their requests count in different runs.
-  enum class Generation { Current, Next, Retiring };
+  using Generation = engine::Generation;
   Generation generation_in(unsigned variant) const;
   // The next generation's number during a surge (0: none under way).
   unsigned surge_generation() const { return next_ ? next_->generation : 0; }
@@ -176,11 +180,11 @@ class Worker {
   // after stop.timeout if it is still there; `on_exit` once it has exited
   // (only after Sent). `on_left` once it has left service: it closed the
   // listening sockets it shared with its parent (polled every kLeavePoll,
-  // through WorkerContext::service), or, at the latest, when it exits; a
+  // through WorkerServices::service), or, at the latest, when it exits; a
   // Python worker closes them within a request of the signal and may take
   // 50-120 ms more to exit. Forgotten when the worker stops.
-  SignalResult signal_process(pid_t pid, int signal, std::function<void()> on_exit,
-                              std::function<void()> on_left = nullptr);
+  engine::Signalled signal_process(pid_t pid, int signal, std::function<void()> on_exit,
+                                   std::function<void()> on_left = nullptr);
   size_t signalled_processes() const { return signalled_.size(); }
 
   // `signal` to the running main process (through its pidfd), as an
@@ -213,6 +217,26 @@ class Worker {
   static constexpr Duration kLeavePoll{2};
 
  private:
+  // What the slot does once the running main process has exited and its
+  // cgroup has drained (after_drain), as systemd's service_enter_* would:
+  struct AfterExit {
+    enum class Then {
+      Restart,  // it ended on its own: restart.mode decides, after the backoff
+      Replace,  // recycled: a fresh start after `delay`, with `cause`
+      Resume,   // asked to checkpoint: a clean exit, or death by `signal`, ends the
+                // recycle (a start at once, with `cause`); any other end is Restart's
+      Stop,     // stopped for good (stop(), kill()): overrides the others
+    };
+    Then then = Then::Restart;
+    Duration delay{0};
+    std::optional<RecycleCause> cause;
+    int signal = 0;  // Resume: checkpoint()'s signal (0: expect_clean_exit() alone)
+    // A recycle was asked of this run: the engine counts its end as one, a
+    // stop meanwhile notwithstanding (recycling()).
+    bool recycled = false;
+  };
+  static const char* to_string(AfterExit::Then then);
+
   // A generation of the slot beside the main one: the next one of a surge,
   // or the one a surge replaced while it stops.
   struct Side {
@@ -245,6 +269,9 @@ class Worker {
   void report_exit(const ExitStatus& status, Duration uptime);
   void drain(TimePoint deadline);
   void after_drain();
+  AfterExit resume_or_restart(AfterExit after);
+  void replace(Duration delay, std::optional<RecycleCause> cause);
+  void enter_replace(Duration delay, RecycleCause cause);
   void schedule_restart(Duration uptime, bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
@@ -256,7 +283,8 @@ class Worker {
                  std::function<void()> kill);
   void set_phase(StopPhase phase);
 
-  WorkerContext& ctx_;
+  WorkerServices& ctx_;
+  WorkerObserver* observer_ = nullptr;
   std::shared_ptr<const config::ProgramConfig> program_;
   unsigned slot_;
   std::string name_;
@@ -285,11 +313,10 @@ class Worker {
   uint64_t crashes_ = 0;
   std::string last_recycle_reason_;
   Duration last_uptime_{0};
-  bool stop_requested_ = false;
-  std::optional<Duration> recycle_delay_;
-  std::optional<RecycleCause> cause_;       // for the next start
-  std::optional<RecycleCause> clean_exit_;  // expect_clean_exit()
-  std::optional<int> checkpoint_signal_;    // checkpoint(): dying of it ends the recycle too
+  AfterExit after_exit_;
+  bool stopping_for_good() const { return after_exit_.then == AfterExit::Then::Stop; }
+  void enter_stop();
+  std::optional<RecycleCause> start_cause_;  // the next start's (a replacement's environment)
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;

@@ -60,7 +60,7 @@ class WorkerTest : public ::testing::Test {
   std::mt19937_64 rng{42};
   std::vector<std::string> base_env{"PATH=/usr/bin:/bin", "HOME=/root", "OMP_NUM_THREADS=64"};
   std::vector<WorkerState> states;
-  WorkerContext context{timers, launcher, rng, base_env,
+  WorkerServices context{timers, launcher, rng, base_env,
                         [this](Worker& w) { states.push_back(w.state()); }};
   std::shared_ptr<FakeCgroupState> cg = std::make_shared<FakeCgroupState>();
   std::unique_ptr<Worker> worker;
@@ -707,7 +707,7 @@ class SignalProcessTest : public WorkerTest {
 TEST_F(SignalProcessTest, AProcessOfTheWorkerIsSignalledThroughItsPidfd) {
   Worker& w = running();
   bool exited_seen = false;
-  EXPECT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), SignalResult::Sent);
+  EXPECT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), engine::Signalled::Sent);
   EXPECT_THAT(launcher.attached.at(2001)->signals, ElementsAre(SIGTERM));
   EXPECT_TRUE(launcher.last().signals.empty()) << "the main process is left alone";
   EXPECT_EQ(w.signalled_processes(), 1u);
@@ -720,17 +720,17 @@ TEST_F(SignalProcessTest, AProcessOfTheWorkerIsSignalledThroughItsPidfd) {
 
 TEST_F(SignalProcessTest, AProcessOutsideTheWorkersCgroupIsNotSignalled) {
   Worker& w = running();
-  EXPECT_EQ(w.signal_process(3003, SIGTERM, nullptr), SignalResult::NotMember)
+  EXPECT_EQ(w.signal_process(3003, SIGTERM, nullptr), engine::Signalled::NotMember)
       << "a reused pid that belongs to someone else";
   EXPECT_TRUE(launcher.attached.at(3003)->signals.empty());
-  EXPECT_EQ(w.signal_process(4004, SIGTERM, nullptr), SignalResult::NotMember) << "gone";
+  EXPECT_EQ(w.signal_process(4004, SIGTERM, nullptr), engine::Signalled::NotMember) << "gone";
   EXPECT_EQ(w.signalled_processes(), 0u);
 }
 
 TEST_F(SignalProcessTest, AProcessThatIgnoresItsSignalIsKilledAfterTheStopTimeout) {
   program.stop = {SIGTERM, 10s};
   Worker& w = running();
-  ASSERT_EQ(w.signal_process(2002, SIGINT, nullptr), SignalResult::Sent);
+  ASSERT_EQ(w.signal_process(2002, SIGINT, nullptr), engine::Signalled::Sent);
   timers.advance(9s);
   EXPECT_THAT(launcher.attached.at(2002)->signals, ElementsAre(SIGINT));
   timers.advance(1s);
@@ -742,7 +742,7 @@ TEST_F(SignalProcessTest, AProcessThatIgnoresItsSignalIsKilledAfterTheStopTimeou
 TEST_F(SignalProcessTest, SignalledProcessesAreForgottenWhenTheWorkerStops) {
   Worker& w = running();
   bool exited_seen = false;
-  ASSERT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), SignalResult::Sent);
+  ASSERT_EQ(w.signal_process(2001, SIGTERM, [&] { exited_seen = true; }), engine::Signalled::Sent);
   w.stop(nullptr);
   launcher.exit_last(exited(0));
   EXPECT_EQ(w.state(), WorkerState::Stopped);

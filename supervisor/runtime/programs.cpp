@@ -1,0 +1,216 @@
+// Supervisor's programs (supervisor.h): their workers created, started,
+// stopped and replaced, and the reload that decides which.
+#include <algorithm>
+
+#include "policies/base/units.h"
+#include "policies/metric.h"
+#include "supervisor/config/parse.h"
+#include "supervisor/config/summary.h"
+#include "supervisor/log/log.h"
+#include "supervisor/metrics/exporter.h"
+#include "supervisor/runtime/supervisor.h"
+
+namespace recycler {
+
+bool Supervisor::create_workers(Program& program) {
+  const config::ProgramConfig& cfg = *program.config;
+  // Bound before any worker starts, as root; those a reload keeps stay open.
+  if (!cfg.listen.empty() || program.sockets) {
+    listen::Binder binder(inherited_);
+    std::vector<const listen::Socket*> had;
+    if (program.sockets)
+      for (const auto& socket : program.sockets->sockets()) had.push_back(socket.get());
+    auto bound = binder.bind(cfg.listen, program.sockets.get());
+    if (!bound) {
+      log::error("{}: {}", cfg.name, bound.error().message);
+      return false;
+    }
+    program.sockets = cfg.listen.empty() ? nullptr : std::move(bound.value());
+    for (size_t i = 0; program.sockets && i < program.sockets->sockets().size(); ++i) {
+      const listen::Socket& socket = *program.sockets->sockets()[i];
+      if (std::find(had.begin(), had.end(), &socket) != had.end()) continue;  // kept, said before
+      log::info("{}: listening on {} ({}fd {} in its workers, LISTEN_FDNAMES {})", cfg.name,
+                socket.spec.address(), socket.inherited ? "from systemd; " : "", 3 + i,
+                socket.spec.name);
+    }
+  }
+  std::string notify_address =
+      router_.open_socket({cfg.name, {cfg.uid, cfg.gid}, cfg.request_counting_policy() != nullptr});
+  for (unsigned slot = 0; slot < cfg.instances; ++slot) {
+    auto cg = cgroups_->create(cfg.name, slot, cfg.limits);
+    if (!cg) {
+      log::error("{}[{}]: {}", cfg.name, slot, cg.error().message);
+      program.workers.clear();
+      cgroups_->remove_program(cfg.name);
+      router_.remove(cfg.name);
+      return false;
+    }
+    CgroupFactory make_cgroup = [this, name = cfg.name, slot,
+                                 limits = cfg.limits](unsigned variant) {
+      return cgroups_->create(name, slot, limits, variant);
+    };
+    program.workers.push_back(std::make_unique<Worker>(context_, program.config, slot,
+                                                       std::move(cg.value()), notify_address,
+                                                       program.sockets, std::move(make_cgroup)));
+  }
+  program.monitor =
+      std::make_unique<ProgramMonitor>(monitor_context_, program.config, program.workers);
+  return true;
+}
+
+void Supervisor::clear_workers(Program& program) {
+  program.monitor.reset();
+  program.workers.clear();  // each removes its cgroup
+  router_.remove(program.config->name);
+}
+
+void Supervisor::start_program(Program& program) {
+  for (auto& w : program.workers) w->start();
+}
+
+void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
+  if (!program.limits.any()) return;
+  if (!cgroups_->enforcing()) {
+    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
+    return;
+  }
+  std::string missing = unenforceable_limits(program.limits, cgroups_->layout().missing);
+  if (!missing.empty())
+    log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
+              missing);
+}
+
+void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
+  auto pending = std::make_shared<size_t>(program.workers.size());
+  if (*pending == 0) {
+    defer(std::move(done));
+    return;
+  }
+  // A worker may report "stopped" synchronously; `done` runs on a later turn of
+  // the loop so that it may destroy the workers it waited for.
+  for (auto& w : program.workers) {
+    auto one_stopped = [this, pending, done] {
+      if (--*pending == 0) defer(done);
+    };
+    if (force)
+      w->kill(one_stopped);
+    else
+      w->stop(one_stopped);
+  }
+}
+
+void Supervisor::replace_program(const std::string& name,
+                                 std::shared_ptr<const config::ProgramConfig> next) {
+  Program& program = programs_.at(name);
+  program.next = std::move(next);
+  if (program.replacing) return;  // the stop under way picks up the latest `next`
+  program.replacing = true;
+  stop_workers(program, false, [this, name] {
+    auto it = programs_.find(name);
+    if (it == programs_.end() || shutting_down_) return;
+    Program& p = it->second;
+    clear_workers(p);
+    p.replacing = false;
+    if (!p.next) {
+      cgroups_->remove_program(name);
+      programs_.erase(it);
+      log::info("{}: stopped and removed", name);
+      schedule_finished_check();
+      return;
+    }
+    p.config = std::move(p.next);
+    p.next = nullptr;
+    warn_unenforced(*p.config);
+    if (create_workers(p))
+      start_program(p);
+    else
+      schedule_finished_check();
+  });
+}
+
+Supervisor::ReloadOutcome Supervisor::reload() {
+  ReloadOutcome out;
+  if (options_.config_path.empty()) {
+    out.message = "nothing to reload (recycler was started without a config file)";
+    log::warn("SIGHUP: {}", out.message);
+    return out;
+  }
+  log::info("SIGHUP: reloading {}", options_.config_path);
+  config::LoadResult loaded = config::load_file(options_.config_path);
+  for (const config::Diagnostic& w : loaded.warnings) {
+    log::warn("{}", w.str());
+    out.warnings.push_back(w.str());
+  }
+  if (!loaded.config) {
+    for (const config::Diagnostic& e : loaded.errors) {
+      log::error("{}", e.str());
+      out.errors.push_back(e.str());
+    }
+    out.message = fmt::format(
+        "reload failed: {} error{} in {}; the running configuration stays in effect",
+        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
+    log::error("{}", out.message);
+    return out;
+  }
+  config::Config next = std::move(*loaded.config);
+  if (!options_.cgroup_root.empty()) next.cgroup_root = options_.cgroup_root;
+  if (next.cgroup_root != config_.cgroup_root) {
+    out.message = fmt::format(
+        "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
+        "running configuration stays in effect (restart recycler to move it)",
+        config_.cgroup_root, next.cgroup_root);
+    log::error("{}", out.message);
+    return out;
+  }
+  if (next.control != config_.control)
+    log::warn("control: the control socket stays as it is until recycler restarts");
+  log::init(next.log.level, next.log.format);
+  start_gpu(next);
+  apply_metrics(next);
+
+  std::vector<std::string> names;
+  for (auto& [name, program] : programs_) names.push_back(name);
+  for (const std::string& name : names) {
+    Program& program = programs_.at(name);
+    const config::ProgramConfig* wanted = next.find(name);
+    const auto& current = program.replacing ? program.next : program.config;
+    if (!wanted) {
+      if (program.replacing && !program.next) continue;
+      log::info("{}: no longer in the config; stopping it", name);
+      replace_program(name, nullptr);
+      out.stopped.push_back(name);
+    } else if (!current || *wanted != *current) {
+      log::info("{}: its configuration changed; restarting it", name);
+      replace_program(name, std::make_shared<const config::ProgramConfig>(*wanted));
+      out.restarted.push_back(name);
+    } else {
+      out.unchanged.push_back(name);
+    }
+  }
+  for (const config::ProgramConfig& p : next.programs) {
+    if (programs_.count(p.name)) continue;
+    Program program;
+    program.config = std::make_shared<const config::ProgramConfig>(p);
+    log::info("{}: new in the config; starting it", p.name);
+    if (!create_workers(program)) continue;
+    warn_unenforced(*program.config);
+    auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
+    start_program(inserted);
+    out.started.push_back(p.name);
+  }
+  // What replaces a program starts afresh: an operator's stop does not hold it.
+  auto replaced = [&](const auto& h) {
+    return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
+  };
+  std::erase_if(held_, replaced);
+  std::erase_if(restarting_, replaced);
+  config_ = std::move(next);
+  out.ok = true;
+  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
+                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
+                            out.started.size());
+  log::info("{}", out.message);
+  return out;
+}
+
+}  // namespace recycler

@@ -1,0 +1,205 @@
+// What Supervisor (supervisor.h) shows of itself: the status snapshot the
+// control socket serves, systemd's STATUS= line, the metrics endpoint's text,
+// and the GPU sampler those figures come from.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "policies/base/units.h"
+#include "policies/metric.h"
+#include "supervisor/config/parse.h"
+#include "supervisor/config/summary.h"
+#include "supervisor/log/log.h"
+#include "supervisor/metrics/exporter.h"
+#include "supervisor/runtime/supervisor.h"
+
+namespace recycler {
+
+void Supervisor::start_gpu(const config::Config& config) {
+  std::optional<std::string> library = config.nvml_library();
+  if (!library) return;
+  if (gpu_) {
+    if (*library != gpu_library_)
+      log::warn("gpu.nvml: NVML stays {} until recycler restarts (a loaded library stays)",
+                gpu_library_);
+    return;
+  }
+  gpu_library_ = *library;
+  gpu_ = std::make_unique<gpu::Sampler>(&loop_, timers_, *library, options_.paths.proc, ::getpid());
+  monitor_context_.gpu = gpu_.get();
+}
+
+bool Supervisor::apply_metrics(const config::Config& config) {
+  if (!config.metrics) {
+    if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
+    metrics_.reset();
+    return true;
+  }
+  if (metrics_ && metrics_->address() == config.metrics->listen) return true;
+  auto listen = [this](const config::ListenAddress& address) {
+    return metrics::Server::listen(&loop_, timers_, address, [this] { return metrics_text(); });
+  };
+  auto server = listen(config.metrics->listen);
+  if (!server && metrics_) {
+    // A reload that keeps the port and changes the host (127.0.0.1 to
+    // 0.0.0.0) needs the old socket closed first; if the new one still
+    // fails, the old address comes back.
+    config::ListenAddress old = metrics_->address();
+    metrics_.reset();
+    server = listen(config.metrics->listen);
+    if (!server) {
+      log::error("{}", server.error().message);
+      if (auto back = listen(old)) {
+        metrics_ = std::move(back.value());
+        log::warn("metrics: still serving {}", metrics_->url());
+      }
+      return false;
+    }
+  }
+  if (!server) {
+    log::error("{}", server.error().message);
+    return false;
+  }
+  if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
+  metrics_ = std::move(server.value());
+  log::info("metrics: serving {}", metrics_->url());
+  return true;
+}
+
+std::string Supervisor::metrics_text() {
+  SupervisorStatus snapshot = status();
+  metrics::Figures figures;
+  figures.status = &snapshot;
+  auto process = metrics::read_process_stats(options_.paths.proc);
+  if (process) figures.process = *process;
+  figures.sample_duration = &monitor_context_.sample_duration;
+  if (metrics_) {
+    const metrics::Server::Stats& s = metrics_->stats();
+    figures.server = {s.scrapes, s.refused, s.dropped};
+  }
+  return metrics::render(figures);
+}
+
+void Supervisor::notify_status() {
+  status_timer_ = timers_.after(std::chrono::seconds(1), [this] {
+    if (shutting_down_) return;
+    std::string line = summary_line(status(false));
+    if (line != status_sent_) {
+      status_sent_ = line;
+      notify_systemd("STATUS=" + line);
+    }
+    notify_status();
+  });
+}
+
+SupervisorStatus Supervisor::status(bool workers) const {
+  SupervisorStatus out;
+  out.pid = ::getpid();
+  out.uptime_s = std::chrono::duration<double>(timers_.now() - started_at_).count();
+  out.config_path = options_.config_path;
+  for (const auto& [name, program] : programs_) {
+    ProgramStatus& p = out.programs.emplace_back();
+    p.name = name;
+    p.instances = program.config->instances;
+    if (const notify::NotifySocket* socket = router_.socket(name)) {
+      p.notify_messages = socket->stats().received;
+      p.notify_reads = socket->stats().reads;
+      p.notify_answers = socket->stats().answers;
+      p.notify_answers_dropped = socket->stats().answers_dropped;
+    }
+    for (const auto& w : program.workers) {
+      if (w->state() == WorkerState::Running) ++p.running;
+      if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));
+    }
+    out.workers += static_cast<unsigned>(program.workers.size());
+    out.workers_running += p.running;
+  }
+  counters_.fill(out);
+  return out;
+}
+
+WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* monitor) const {
+  WorkerStatus s;
+  const config::ProgramConfig& cfg = w.program();
+  s.program = cfg.name;
+  s.slot = w.slot();
+  s.state = to_string(w.state());
+  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
+      w.phase() != StopPhase::None)
+    s.phase = to_string(w.phase());
+  s.pid = w.pid();
+  s.generation = w.generation();
+  s.restarts_recycles = w.recycles();
+  s.restarts_crashes = w.crashes();
+  s.last_recycle_reason = w.last_recycle_reason();
+  // A pre-fork server's processes recycled one by one count as its recycles.
+  if (const StatusCounters::SlotRecycles* r = counters_.slot(cfg.name, w.slot())) {
+    s.process_recycles = r->processes;
+    s.restarts_recycles += r->processes;
+    if (r->last_was_process) s.last_recycle_reason = r->last_process_reason;
+  }
+  if (s.pid) {
+    auto up = timers_.now() - w.started_at();
+    s.uptime_s = std::chrono::duration<double>(up).count();
+    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       (std::chrono::system_clock::now() - up).time_since_epoch())
+                       .count();
+  }
+  s.memory_metric = "current";
+  std::optional<policies::Metric> process_metric;
+  bool per_process = false;  // some policy looks at each process
+  for (const config::PolicyConfig& p : cfg.policies) {
+    if ((p.policy->needs() & policies::kNeedsProcesses) || p.policy->per_process())
+      per_process = true;
+    if (s.memory_metric != "current" || !p.policy->metric()) continue;
+    s.memory_metric = std::string(*p.policy->metric());
+    s.limit = p.policy->limit(cfg.limits.memory_max);
+    if (p.policy->per_process()) {
+      s.memory_scope = "process";
+      process_metric = policies::parse_metric(s.memory_metric);
+    }
+  }
+  if (!s.limit && s.memory_scope == "worker") s.limit = cfg.limits.memory_max;
+  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
+  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
+  if (last && s.pid) {
+    using policies::Metric;
+    for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
+                     Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
+      if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
+    s.threads = last->threads;
+    s.requests = controller->requests_served(w.slot());
+    if (per_process) {
+      for (const policies::ProcessSample& p : last->processes) {
+        ProcessStatus& ps = s.processes.emplace_back();
+        ps.pid = p.pid;
+        ps.main = p.main;
+        ps.recycling = p.recycling;
+        if (process_metric) ps.memory = policies::value(p, *process_metric);
+        ps.requests = p.requests;
+        ps.request_limit = controller->process_request_limit(w.slot(), p.pid);
+        if (ps.memory) s.process_memory = std::max(s.process_memory.value_or(0), *ps.memory);
+      }
+      std::stable_sort(s.processes.begin(), s.processes.end(),
+                       [](const ProcessStatus& a, const ProcessStatus& b) {
+                         return a.memory.value_or(0) > b.memory.value_or(0);
+                       });
+      if (s.processes.size() > kMaxStatusProcesses) s.processes.resize(kMaxStatusProcesses);
+    }
+    for (auto [policy, outlook] : controller->outlooks(w.slot()))
+      s.outlooks.push_back(
+          {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
+  }
+  // No policy samples the cgroup: its figures are read now (one read each).
+  if (s.pid && !s.memory.count("current")) {
+    if (auto dir = w.cgroup().memory_dir()) {
+      probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
+      if (m.current) s.memory["current"] = *m.current;
+      if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
+      if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
+    }
+  }
+  return s;
+}
+
+}  // namespace recycler

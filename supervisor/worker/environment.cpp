@@ -1,0 +1,52 @@
+#include "supervisor/worker/environment.h"
+
+#include <map>
+
+#include "supervisor/config/allocator.h"
+
+namespace recycler {
+
+std::vector<std::string> worker_environment(const std::vector<std::string>& base,
+                                            const config::ProgramConfig& program, unsigned slot,
+                                            unsigned generation, const std::string& notify_socket,
+                                            const std::optional<RecycleCause>& cause,
+                                            const listen::Set* sockets) {
+  std::map<std::string, std::string> env;
+  for (const std::string& kv : base) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // A recycler run as another recycler's worker must not pass its own on.
+  env.erase("RECYCLER_RESUME");
+  env.erase("RECYCLER_RECYCLE_REASON");
+  env.erase(config::kRequestsBatchBelowVar);
+  for (const auto& [k, v] : program.env) env[k] = v;
+  if (program.threads) {
+    for (const char* var : config::kThreadEnvVars)
+      if (!program.env.count(var)) env[var] = std::to_string(*program.threads);
+  }
+  config::apply_allocator(program.allocator, program.env, env);
+  env["RECYCLER_PROGRAM"] = program.name;
+  env["RECYCLER_SLOT"] = std::to_string(slot);
+  env["RECYCLER_GENERATION"] = std::to_string(generation);
+  // sd_notify(3) senders (READY=1, STATUS=...) and RECYCLER_REQUESTS=N reach recycler.
+  if (!notify_socket.empty()) env["NOTIFY_SOCKET"] = notify_socket;
+  // How many requests each process may report in batches, not one by one.
+  if (!program.env.count(config::kRequestsBatchBelowVar)) {
+    auto below = program.requests_batch_below();
+    env[config::kRequestsBatchBelowVar] = below ? std::to_string(*below) : "unlimited";
+  }
+  if (cause) {
+    env["RECYCLER_RECYCLE_REASON"] = cause->reason;
+    if (cause->resume) env["RECYCLER_RESUME"] = "1";
+  }
+  for (const char* var : {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}) env.erase(var);
+  if (sockets)
+    for (auto& [k, v] : sockets->environment()) env[k] = v;
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace recycler
