@@ -23,6 +23,9 @@
 # BENCH_TOP adds top-level YAML (e.g. 'gpu: {nvml: PATH}', bench/gpu_sampling.sh).
 # With BENCH_TIMELINE=DIR as well, every sample is also recorded to DIR
 # (timeline: {dir: DIR}): the cost of the timeline on top.
+# With BENCH_SHAPE=programs, WORKERS programs of one instance each (idle0,
+# idle1, ...: the supervisord/PM2/monit shape) instead of one program of
+# WORKERS instances; each gets the same policies.
 # Exit status: 0 when all that went as expected, 1 otherwise.
 set -u
 
@@ -89,27 +92,29 @@ mib() { awk -v kb="$1" 'BEGIN { printf "%.1f MiB", kb / 1024 }'; }
 # utime + stime in clock ticks (fields 14 and 15, counted after the ")").
 cpu_ticks() { sed 's/.*) //' "/proc/$PID/stat" | awk '{ print $12 + $13 }'; }
 # Run time of every thread, in ns (the first field of schedstat).
-run_ns() { cat /proc/"$PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+run_ns() { cat /proc/"$PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 ctxt() { echo $(($(status_n voluntary_ctxt_switches) + $(status_n nonvoluntary_ctxt_switches))); }
 now() { date +%s.%N; }
 
-cat >"$CONFIG" <<EOF
-log: {level: info, format: text}
-cgroup_root: $ROOT
-${BENCH_TOP:-}
-programs:
-  idle:
-    command: ["sleep", "100000"]
-    instances: $WORKERS
-    limits: {memory_max: 64MiB}
-    restart: {mode: never}
-EOF
-if [[ -n ${BENCH_POLICIES:-} ]]; then
-  printf '    sample_interval: %s\n    policies: %s\n' "${BENCH_INTERVAL:-1s}" "$BENCH_POLICIES" >>"$CONFIG"
-fi
-if [[ -n ${BENCH_TIMELINE:-} ]]; then
-  printf '    timeline: {dir: %s}\n' "$BENCH_TIMELINE" >>"$CONFIG"
-fi
+# One program's entry: its name and instance count.
+program_yaml() {
+  printf '  %s:\n    command: ["sleep", "100000"]\n    instances: %s\n' "$1" "$2"
+  printf '    limits: {memory_max: 64MiB}\n    restart: {mode: never}\n'
+  if [[ -n ${BENCH_POLICIES:-} ]]; then
+    printf '    sample_interval: %s\n    policies: %s\n' "${BENCH_INTERVAL:-1s}" "$BENCH_POLICIES"
+  fi
+  if [[ -n ${BENCH_TIMELINE:-} ]]; then
+    printf '    timeline: {dir: %s}\n' "$BENCH_TIMELINE"
+  fi
+}
+{
+  printf 'log: {level: info, format: text}\ncgroup_root: %s\n%s\nprograms:\n' "$ROOT" "${BENCH_TOP:-}"
+  if [[ ${BENCH_SHAPE:-instances} = programs ]]; then
+    for ((i = 0; i < WORKERS; i++)); do program_yaml "idle$i" 1; done
+  else
+    program_yaml idle "$WORKERS"
+  fi
+} >"$CONFIG"
 
 : >"$LOG"
 "$BIN" run -c "$CONFIG" >"$LOG" 2>&1 </dev/null &
@@ -118,7 +123,7 @@ PID=$!
 # Wait (at most 30 s) for every worker's "idle[N] started: pid P" line.
 started=0
 for _ in $(seq 300); do
-  started=$(grep -c 'idle\[[0-9]*\] started: pid' "$LOG")
+  started=$(grep -c 'idle[0-9]*\[[0-9]*\] started: pid' "$LOG")
   ((started >= WORKERS)) && break
   is_gone "$PID" && break
   sleep 0.1
@@ -132,7 +137,7 @@ fi
 MODE=$(sed -n 's/.*): cgroup \([a-z0-9]*\), worker cgroups under \(.*\)$/\1/p' "$LOG" | head -1)
 DISPLAY_ROOT=$(sed -n 's/.*): cgroup [a-z0-9]*, worker cgroups under \(.*\)$/\1/p' "$LOG" | head -1)
 [[ -n $MODE ]] || MODE="NOT enforced (no cgroups)"
-WORKER_PIDS=$(sed -n 's/.*idle\[[0-9]*\] started: pid \([0-9]*\).*/\1/p' "$LOG")
+WORKER_PIDS=$(sed -n 's/.*idle[0-9]*\[[0-9]*\] started: pid \([0-9]*\).*/\1/p' "$LOG")
 
 sleep 2  # let start-up settle
 RSS_KB=$(status_kb VmRSS)
@@ -196,7 +201,7 @@ else
   OK=0
 fi
 
-echo "recycler idle benchmark: $WORKERS workers, $IDLE_SECONDS s, cgroup $MODE"
+echo "recycler idle benchmark: $WORKERS workers (${BENCH_SHAPE:-instances}), $IDLE_SECONDS s, cgroup $MODE"
 echo "  RSS after start: $(mib "$RSS_KB") (peak $(mib "$HWM_KB")); anon $(mib "$ANON_KB"), file $(mib "$FILE_KB")"
 echo "  RSS after idle:  $(mib "$RSS_AFTER_KB")"
 echo "  CPU over $ELAPSED s: $RUN_MS ms ($RUN_PCT% of one core) [schedstat]; utime+stime $TICK_MS ms"

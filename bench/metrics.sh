@@ -51,7 +51,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 
-run_ns() { cat /proc/"$PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+run_ns() { cat /proc/"$PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 rss_kb() { sed -n 's/^VmRSS:\s*\([0-9]*\) kB/\1/p' "/proc/$PID/status"; }
 now() { date +%s.%N; }
 

@@ -8,7 +8,8 @@
 # For each count, one line: µs of recycler's CPU per worker per sample,
 # recycler's CPU as % of one core, its RSS after the idle window, open fds and
 # the stop. BENCH_POLICIES and BENCH_INTERVAL override the policy and the
-# interval (see idle_workers.sh). Exit status: 1 when a run failed.
+# interval; BENCH_SHAPE=programs makes each worker a program of its own (see
+# idle_workers.sh). Exit status: 1 when a run failed.
 set -u
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${1:-build}
@@ -19,7 +20,7 @@ COUNTS=("$@")
 export BENCH_POLICIES=${BENCH_POLICIES:-'[{memory: {metric: anon, limit: 48MiB}}]'}
 export BENCH_INTERVAL=${BENCH_INTERVAL:-1s}
 status=0
-echo "sampling benchmark: $BENCH_POLICIES every $BENCH_INTERVAL, $SECONDS_IDLE s per count"
+echo "sampling benchmark: $BENCH_POLICIES every $BENCH_INTERVAL, $SECONDS_IDLE s per count, shape ${BENCH_SHAPE:-instances}"
 for n in "${COUNTS[@]}"; do
   if ! out=$("$REPO/bench/idle_workers.sh" "$BUILD_DIR" "$n" "$SECONDS_IDLE" 2>&1); then
     echo "$out" >&2

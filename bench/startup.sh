@@ -83,7 +83,7 @@ trap 'exit 143' TERM
 now() { date +%s.%N; }
 # A log line's timestamp ("2026-11-22 07:11:39.423 ...") in seconds since the epoch.
 line_time() { date -d "$(cut -c1-23 <<<"$1")" +%s.%N; }
-run_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+run_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 
 OK=1

@@ -174,7 +174,11 @@ void ProgramMonitor::sampling_progress(TimePoint now, std::vector<Progress>& out
 }
 
 void ProgramMonitor::arm_tick(Slot& slot, Duration delay) {
-  slot.tick = ctx_.timers.after(delay, [this, &slot] {
+  // Every worker with the same sample_interval is sampled in the same
+  // wake-up of the loop, whichever program it is of and whenever it started
+  // (its first sample comes sooner); a follow-up after a kernel event is exact.
+  Duration grain = delay == program_->sample_interval ? delay : Duration{0};
+  slot.tick = ctx_.timers.aligned(delay, grain, [this, &slot] {
     slot.last_tick = ctx_.timers.now();
     sample(slot);
     if (!controller_.running(slot.index)) return;

@@ -28,6 +28,28 @@ class Timers {
   // the returned handle.
   [[nodiscard]] virtual std::unique_ptr<Timer> after(Duration delay,
                                                      std::function<void()> fire) = 0;
+  // Like after(), but at the last multiple of `grain` on the clock (counted
+  // from its epoch) that is no later than `delay` from now: timers of one
+  // grain fire together, in one wake-up of the loop, however their first
+  // ones were spread (a sampling tick per program would wake it once per
+  // program). Never late; early by less than `grain`; a `grain` of zero, or
+  // longer than `delay`, is after().
+  [[nodiscard]] std::unique_ptr<Timer> aligned(Duration delay, Duration grain,
+                                               std::function<void()> fire) {
+    return after(align(delay, grain, clock_ms()), std::move(fire));
+  }
+  // `delay` from `now_ms`, moved back to the last multiple of `grain`.
+  static Duration align(Duration delay, Duration grain, int64_t now_ms) {
+    if (grain <= Duration{0} || delay < grain) return delay;
+    int64_t deadline = now_ms + delay.count();
+    return Duration{deadline - deadline % grain.count() - now_ms};
+  }
+
+ protected:
+  // now() in whole milliseconds, as the timers themselves count.
+  virtual int64_t clock_ms() const {
+    return std::chrono::duration_cast<Duration>(now().time_since_epoch()).count();
+  }
 };
 
 }  // namespace recycler

@@ -9,8 +9,8 @@
 #include <memory>
 #include <utility>
 
-#include "supervisor/util/timers.h"
 #include "supervisor/util/result.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler::uv {
 
@@ -72,6 +72,11 @@ class LoopTimers final : public Timers {
   explicit LoopTimers(uv_loop_t* loop) : loop_(loop) {}
   TimePoint now() const override { return SteadyClock::now(); }
   std::unique_ptr<Timer> after(Duration delay, std::function<void()> fire) override;
+
+ protected:
+  // The loop's own time, which its timers are due by: timers aligned on it
+  // are due at the same instant, so fire in the same pass.
+  int64_t clock_ms() const override { return static_cast<int64_t>(uv_now(loop_)); }
 
  private:
   uv_loop_t* loop_;

@@ -38,7 +38,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   }
   if (cause) {
     env["RECYCLER_RECYCLE_REASON"] = cause->reason;
-    if (cause->resume) env["RECYCLER_RESUME"] = "1";
+    if (cause->resume)
+      env["RECYCLER_RESUME"].assign(1, '1');  // not = "1": GCC 12 -O3 -Wrestrict false positive
   }
   for (const char* var : {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}) env.erase(var);
   if (sockets)

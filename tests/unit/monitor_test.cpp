@@ -150,5 +150,36 @@ TEST_F(MonitorTest, WorkersThatOutliveTheirMonitorNoLongerReachIt) {
   EXPECT_THAT(log.matching("recycl"), IsEmpty()) << log.all();
 }
 
+// Sampling ticks are aligned (Timers::aligned): two programs whose workers
+// started 30 ms apart are sampled in one wake-up of the loop.
+TEST(TickAlignment, TicksDueWithinOneGrainFallOnItsLastMultiple) {
+  EXPECT_EQ(Timers::align(1000ms, 100ms, 12'345), 955ms) << "due at 13345: fires at 13300";
+  EXPECT_EQ(Timers::align(1000ms, 100ms, 12'375), 925ms) << "30 ms later, the same instant";
+  EXPECT_EQ(Timers::align(1000ms, 100ms, 12'400), 1000ms) << "already on the grain";
+  EXPECT_EQ(Timers::align(1000ms, 1000ms, 12'345), 655ms) << "a grain of the whole delay";
+  EXPECT_EQ(Timers::align(1000ms, 1000ms, 12'000), 1000ms);
+  EXPECT_EQ(Timers::align(1000ms, Duration{0}, 12'345), 1000ms) << "no grain: exact";
+  EXPECT_EQ(Timers::align(50ms, 100ms, 12'345), 50ms) << "shorter than the grain: exact";
+}
+
+TEST_F(MonitorTest, WorkersStartedApartAreSampledTogetherAndNeverLate) {
+  make("    sample_interval: 1s\n    policies:\n      - memory: {limit: 1GiB}\n", 2);
+  auto due = [this] {
+    std::optional<Duration> next = timers.pending_delay();
+    EXPECT_TRUE(next);
+    EXPECT_LE(next.value_or(Duration{0}), 1000ms) << "never later than sample_interval";
+    return std::chrono::duration_cast<Duration>(timers.now().time_since_epoch()) +
+           next.value_or(Duration{0});
+  };
+  timers.advance(370ms);
+  workers[0]->start();
+  Duration first = due();
+  timers.advance(240ms);
+  workers[1]->start();
+  EXPECT_EQ(due(), first) << "one wake-up for both";
+  timers.advance(first - std::chrono::duration_cast<Duration>(timers.now().time_since_epoch()));
+  EXPECT_EQ(due(), first + 1000ms) << "then every sample_interval, together";
+}
+
 }  // namespace
 }  // namespace recycler
