@@ -113,7 +113,7 @@ Supervisor::~Supervisor() {
   signals_.clear();
   defer_timer_.reset();
   escape_scan_.reset();
-  watchdog_timer_.reset();
+  watchdog_.reset();
   start_up_idle_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
@@ -195,41 +195,17 @@ int Supervisor::run() {
 }
 
 void Supervisor::start_watchdog() {
-  auto interval =
-      watchdog_interval(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), ::getpid());
-  if (!interval) {
-    log::warn("systemd watchdog ignored: {}", interval.error().message);
-    return;
-  }
-  if (!*interval) return;
-  watchdog_.emplace(**interval, timers_.now());
-  log::info("systemd watchdog: WATCHDOG=1 every {} while healthy (WatchdogSec={})",
-            units::format_duration(watchdog_->period()),
-            units::format_duration(watchdog_->interval()));
-  notify_systemd("WATCHDOG=1");
-  watchdog_timer_ = timers_.after(watchdog_->period(), [this] { watchdog_tick(); });
-}
-
-void Supervisor::watchdog_tick() {
-  TimePoint now = timers_.now();
-  std::vector<Progress> progress;
-  for (const auto& [name, program] : programs_)
-    if (program.monitor) program.monitor->sampling_progress(now, progress);
-  if (gpu_)
-    if (auto since = gpu_->in_flight_since())
-      progress.push_back(
-          {"the GPU query", gpu_->interval(), std::chrono::duration_cast<Duration>(now - *since)});
-  WatchdogHealth::Verdict verdict = watchdog_->tick(now, progress);
-  if (verdict.ping) {
-    notify_systemd("WATCHDOG=1");
-    if (!watchdog_unhealthy_.empty()) log::info("systemd watchdog: healthy again; pinging");
-    watchdog_unhealthy_.clear();
-  } else if (watchdog_unhealthy_.empty()) {
-    log::error("systemd watchdog: not pinging ({}); systemd restarts recycler if this lasts",
-               verdict.why);
-    watchdog_unhealthy_ = verdict.why;
-  }
-  watchdog_timer_ = timers_.after(watchdog_->period(), [this] { watchdog_tick(); });
+  watchdog_ = SystemdWatchdog::start(
+      timers_,
+      [this](TimePoint now, std::vector<Progress>& progress) {
+        for (const auto& [name, program] : programs_)
+          if (program.monitor) program.monitor->sampling_progress(now, progress);
+        if (gpu_)
+          if (auto since = gpu_->in_flight_since())
+            progress.push_back({"the GPU query", gpu_->interval(),
+                                std::chrono::duration_cast<Duration>(now - *since)});
+      },
+      notify_systemd);
 }
 
 void Supervisor::start_up_slice() {
@@ -389,7 +365,7 @@ void Supervisor::finish_shutdown() {
   escape_scan_.reset();
   status_timer_.reset();
   control_.reset();
-  watchdog_timer_.reset();
+  watchdog_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.

@@ -110,7 +110,6 @@ class Supervisor {
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
-  void watchdog_tick();
 
   void scan_for_escapes();
   void run_ended(const Worker& worker);
@@ -193,9 +192,7 @@ class Supervisor {
   // Slots to start once stopped (`recycler restart`): one entry however
   // often it is asked, dropped by a later `stop`.
   std::set<std::pair<std::string, unsigned>> restarting_;
-  std::optional<WatchdogHealth> watchdog_;
-  std::unique_ptr<Timer> watchdog_timer_;
-  std::string watchdog_unhealthy_;  // why the last tick sent nothing ("" when it pinged)
+  std::unique_ptr<SystemdWatchdog> watchdog_;
 
   bool shutting_down_ = false;
   bool forced_ = false;

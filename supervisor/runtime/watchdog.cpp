@@ -1,9 +1,13 @@
 #include "supervisor/runtime/watchdog.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "policies/base/fields.h"
 #include "policies/base/units.h"
+#include "supervisor/log/log.h"
 
 namespace recycler {
 
@@ -41,6 +45,48 @@ WatchdogHealth::Verdict WatchdogHealth::tick(TimePoint now, const std::vector<Pr
       return {false, p.who + " has stalled: none for " + units::format_duration(p.since) +
                          " (expected every " + units::format_duration(p.interval) + ")"};
   return {true, ""};
+}
+
+std::unique_ptr<SystemdWatchdog> SystemdWatchdog::start(Timers& timers, ProgressFn progress,
+                                                        NotifyFn notify) {
+  auto interval =
+      watchdog_interval(std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), ::getpid());
+  if (!interval) {
+    log::warn("systemd watchdog ignored: {}", interval.error().message);
+    return nullptr;
+  }
+  if (!*interval) return nullptr;
+  return std::make_unique<SystemdWatchdog>(timers, **interval, std::move(progress),
+                                           std::move(notify));
+}
+
+SystemdWatchdog::SystemdWatchdog(Timers& timers, Duration interval, ProgressFn progress,
+                                 NotifyFn notify)
+    : timers_(timers),
+      health_(interval, timers.now()),
+      progress_(std::move(progress)),
+      notify_(std::move(notify)) {
+  log::info("systemd watchdog: WATCHDOG=1 every {} while healthy (WatchdogSec={})",
+            units::format_duration(health_.period()), units::format_duration(health_.interval()));
+  notify_("WATCHDOG=1");
+  timer_ = timers_.after(health_.period(), [this] { tick(); });
+}
+
+void SystemdWatchdog::tick() {
+  TimePoint now = timers_.now();
+  std::vector<Progress> progress;
+  progress_(now, progress);
+  WatchdogHealth::Verdict verdict = health_.tick(now, progress);
+  if (verdict.ping) {
+    notify_("WATCHDOG=1");
+    if (!unhealthy_.empty()) log::info("systemd watchdog: healthy again; pinging");
+    unhealthy_.clear();
+  } else if (unhealthy_.empty()) {
+    log::error("systemd watchdog: not pinging ({}); systemd restarts recycler if this lasts",
+               verdict.why);
+    unhealthy_ = verdict.why;
+  }
+  timer_ = timers_.after(health_.period(), [this] { tick(); });
 }
 
 }  // namespace recycler

@@ -15,11 +15,15 @@
 // A tick that is unhealthy sends nothing and logs why, once per stretch.
 //
 // The decisions are pure (time and lags in, a verdict out: WatchdogHealth);
-// the supervisor reads the environment, runs the timer and sends the pings.
+// SystemdWatchdog reads the environment, runs the timer and sends the pings
+// through what the supervisor hands it (its notify function, and what is
+// making progress).
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +69,30 @@ class WatchdogHealth {
   Duration interval_;
   Duration period_;
   TimePoint expected_;
+};
+
+// The watchdog on the loop: WATCHDOG=1 through `notify` every period while
+// WatchdogHealth says so, with what `progress` reports at each tick; one
+// line when it stops pinging and one when it starts again.
+class SystemdWatchdog {
+ public:
+  using ProgressFn = std::function<void(TimePoint now, std::vector<Progress>& out)>;
+  using NotifyFn = std::function<void(const std::string& state)>;
+  // From systemd's WATCHDOG_USEC and WATCHDOG_PID: null when it asked for
+  // none (or for another process), or asked wrongly (said once).
+  static std::unique_ptr<SystemdWatchdog> start(Timers& timers, ProgressFn progress,
+                                                NotifyFn notify);
+  SystemdWatchdog(Timers& timers, Duration interval, ProgressFn progress, NotifyFn notify);
+
+ private:
+  void tick();
+
+  Timers& timers_;
+  WatchdogHealth health_;
+  ProgressFn progress_;
+  NotifyFn notify_;
+  std::unique_ptr<Timer> timer_;
+  std::string unhealthy_;  // why the last tick sent nothing ("" when it pinged)
 };
 
 }  // namespace recycler
