@@ -12,7 +12,7 @@ namespace {
 
 // A scalar as YAML writes it: double-quoted and escaped, so that a value is
 // always one string on its own line, whatever it holds.
-std::string quoted(const std::string& value) {
+std::string yaml_quoted(const std::string& value) {
   YAML::Emitter e;
   e << YAML::DoubleQuoted << value;
   return e.c_str();
@@ -61,29 +61,29 @@ bool backstop(const WrapFlags& f) {
 WrapYaml wrap_yaml(const WrapFlags& f) {
   Lines y;
   y.add("programs:");
-  y.add("  " + quoted(f.name) + ":");
+  y.add("  " + yaml_quoted(f.name) + ":");
   std::string command;
-  for (const std::string& arg : f.command) command += (command.empty() ? "" : ", ") + quoted(arg);
+  for (const std::string& arg : f.command) command += (command.empty() ? "" : ", ") + yaml_quoted(arg);
   y.add("    command: [" + command + "]");
   if (!f.memory_max.empty())
-    y.add("    limits: {memory_max: " + quoted(f.memory_max) + "}", "--memory-max " + f.memory_max);
+    y.add("    limits: {memory_max: " + yaml_quoted(f.memory_max) + "}", "--memory-max " + f.memory_max);
   if (f.threads) y.add("    threads: " + std::to_string(f.threads), "--threads");
-  y.add("    restart: {mode: " + quoted(f.restart) + "}", "--restart " + f.restart);
+  y.add("    restart: {mode: " + yaml_quoted(f.restart) + "}", "--restart " + f.restart);
   if (!f.checkpoint.empty()) {
     y.add("    checkpoint:", "--checkpoint " + f.checkpoint);
-    y.add("      signal: " + quoted(f.checkpoint), "--checkpoint " + f.checkpoint);
+    y.add("      signal: " + yaml_quoted(f.checkpoint), "--checkpoint " + f.checkpoint);
     if (!f.checkpoint_timeout.empty())
-      y.add("      timeout: " + quoted(f.checkpoint_timeout),
+      y.add("      timeout: " + yaml_quoted(f.checkpoint_timeout),
             "--checkpoint-timeout " + f.checkpoint_timeout);
   }
   if (!f.timeline.empty())
-    y.add("    timeline: {dir: " + quoted(f.timeline) + "}", "--timeline " + f.timeline);
+    y.add("    timeline: {dir: " + yaml_quoted(f.timeline) + "}", "--timeline " + f.timeline);
   const std::string action = f.checkpoint.empty() ? "" : ", action: checkpoint";
   const bool any_policy =
       !f.recycle_at.empty() || f.leak || !f.max_requests.empty() || !f.max_lifetime.empty();
   if (any_policy) y.add("    policies:");
   if (!f.recycle_at.empty())
-    y.add("      - memory: {limit: " + quoted(f.recycle_at) + action + "}",
+    y.add("      - memory: {limit: " + yaml_quoted(f.recycle_at) + action + "}",
           "--recycle-at " + f.recycle_at);
   if (f.leak) {
     // The leak policy's own defaults, but min_slope: 1 MiB/min at 1 GiB, a
@@ -91,21 +91,21 @@ WrapYaml wrap_yaml(const WrapFlags& f) {
     std::string slope;
     if (auto max = units::parse_size(f.memory_max, nullptr))
       slope =
-          ", min_slope: " + quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "B/min");
+          ", min_slope: " + yaml_quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "B/min");
     y.add("      - leak: {limit: \"90%\"" + slope + action + "}", "--leak");
   }
   if (backstop(f))
     y.add("      - memory: {limit: \"95%\"}", f.leak ? "--leak" : "--checkpoint " + f.checkpoint);
   if (!f.max_requests.empty()) {
     auto [limit, jitter] = with_jitter(f.max_requests);
-    y.add("      - max_requests: {limit: " + quoted(limit) +
-              (jitter.empty() ? "" : ", jitter: " + quoted(jitter)) + "}",
+    y.add("      - max_requests: {limit: " + yaml_quoted(limit) +
+              (jitter.empty() ? "" : ", jitter: " + yaml_quoted(jitter)) + "}",
           "--max-requests " + f.max_requests);
   }
   if (!f.max_lifetime.empty()) {
     auto [after, jitter] = with_jitter(f.max_lifetime);
-    y.add("      - max_lifetime: {after: " + quoted(after) +
-              (jitter.empty() ? "" : ", jitter: " + quoted(jitter)) + "}",
+    y.add("      - max_lifetime: {after: " + yaml_quoted(after) +
+              (jitter.empty() ? "" : ", jitter: " + yaml_quoted(jitter)) + "}",
           "--max-lifetime " + f.max_lifetime);
   }
   return std::move(y).done();
