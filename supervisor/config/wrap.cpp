@@ -63,10 +63,12 @@ WrapYaml wrap_yaml(const WrapFlags& f) {
   y.add("programs:");
   y.add("  " + yaml_quoted(f.name) + ":");
   std::string command;
-  for (const std::string& arg : f.command) command += (command.empty() ? "" : ", ") + yaml_quoted(arg);
+  for (const std::string& arg : f.command)
+    command += (command.empty() ? "" : ", ") + yaml_quoted(arg);
   y.add("    command: [" + command + "]");
   if (!f.memory_max.empty())
-    y.add("    limits: {memory_max: " + yaml_quoted(f.memory_max) + "}", "--memory-max " + f.memory_max);
+    y.add("    limits: {memory_max: " + yaml_quoted(f.memory_max) + "}",
+          "--memory-max " + f.memory_max);
   if (f.threads) y.add("    threads: " + std::to_string(f.threads), "--threads");
   y.add("    restart: {mode: " + yaml_quoted(f.restart) + "}", "--restart " + f.restart);
   if (!f.checkpoint.empty()) {
@@ -90,8 +92,8 @@ WrapYaml wrap_yaml(const WrapFlags& f) {
     // growth that fills --memory-max in about 17 hours, at any size.
     std::string slope;
     if (auto max = units::parse_size(f.memory_max, nullptr))
-      slope =
-          ", min_slope: " + yaml_quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "B/min");
+      slope = ", min_slope: " +
+              yaml_quoted(std::to_string(std::max<uint64_t>(*max / 1024, 1)) + "B/min");
     y.add("      - leak: {limit: \"90%\"" + slope + action + "}", "--leak");
   }
   if (backstop(f))
