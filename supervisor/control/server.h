@@ -50,9 +50,9 @@
 #include <vector>
 
 #include "supervisor/control/protocol.h"
-#include "supervisor/util/timers.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/result.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/uv.h"
 
 namespace recycler::control {

@@ -50,9 +50,9 @@
 
 #include "policies/base/time.h"
 #include "policies/policy.h"
+#include "supervisor/config/config.h"
 #include "supervisor/engine/recycle_gate.h"
 #include "supervisor/engine/vocabulary.h"
-#include "supervisor/config/config.h"
 #include "supervisor/log/fields.h"
 #include "supervisor/notify/message.h"
 
@@ -365,9 +365,7 @@ class RecycleController {
   // (max_concurrent_process_recycles), each under its own cap.
   RecycleQueue queue_;
   RecycleQueue process_queue_;
-  RecycleQueue& queue_of(RecycleKey key) {
-    return key.pid ? process_queue_ : queue_;
-  }
+  RecycleQueue& queue_of(RecycleKey key) { return key.pid ? process_queue_ : queue_; }
   std::vector<Slot> slots_;
   std::map<std::pair<unsigned, pid_t>, Waiting> waiting_;
   std::map<pid_t, InFlight> signalled_;

@@ -23,8 +23,8 @@
 
 #include "supervisor/gpu/nvml.h"
 #include "supervisor/gpu/usage.h"
-#include "supervisor/util/timers.h"
 #include "supervisor/util/fd.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler::gpu {
 

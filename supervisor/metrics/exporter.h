@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
+#include "supervisor/control/status.h"
 #include "supervisor/metrics/process_stats.h"
 #include "supervisor/metrics/text.h"
-#include "supervisor/control/status.h"
 
 namespace recycler::metrics {
 
