@@ -42,17 +42,7 @@ std::string plural(uint64_t n, std::string_view one, std::string_view many) {
 }  // namespace
 
 const char* to_string(ExitReason reason) {
-  switch (reason) {
-    case ExitReason::Clean:
-      return "clean";
-    case ExitReason::Crash:
-      return "crash";
-    case ExitReason::OomKill:
-      return "oom_kill";
-    case ExitReason::Signal:
-      return "signal";
-  }
-  return "crash";
+  return enum_name(kExitReasonNames, reason);
 }
 
 ExitReason classify_exit(bool oom_kill, bool requested, bool signaled, int status) {

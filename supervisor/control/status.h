@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "policies/base/enums.h"
 #include "supervisor/log/fields.h"
 
 namespace recycler {
@@ -95,7 +96,11 @@ struct ProgramStatus {
 
 // How a run ended, as counted (classify_exit).
 enum class ExitReason { Clean, Crash, OomKill, Signal };
-const char* to_string(ExitReason reason);  // "clean", "crash", "oom_kill", "signal"
+inline constexpr EnumName<ExitReason> kExitReasonNames[] = {{ExitReason::Clean, "clean"},
+                                                            {ExitReason::Crash, "crash"},
+                                                            {ExitReason::OomKill, "oom_kill"},
+                                                            {ExitReason::Signal, "signal"}};
+const char* to_string(ExitReason reason);
 
 struct RecycleCountKey {
   std::string program, policy, action;

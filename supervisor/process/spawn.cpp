@@ -1,5 +1,10 @@
 #include "supervisor/process/spawn.h"
 
+// Boost.Process offers vfork (bp::posix::use_vfork) only where the feature
+// macros still declare it (POSIX removed vfork in 2008); glibc has it, and
+// Linux's vfork is what posix_spawn itself uses.
+#define BOOST_POSIX_HAS_VFORK 1
+
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
@@ -7,15 +12,19 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/process/child.hpp>
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
+#include <boost/process/posix.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+
+#include "policies/base/enums.h"
 
 namespace recycler {
 namespace {
@@ -36,38 +45,24 @@ enum class Step : int {
   Uid
 };
 
-const char* describe(Step s) {
-  switch (s) {
-    case Step::JoinCgroup:
-      return "cannot join its cgroup";
-    case Step::Session:
-      return "cannot start a session";
-    case Step::DeathSignal:
-      return "cannot set PR_SET_PDEATHSIG";
-    case Step::Rlimit:
-      return "cannot set an rlimit";
-    case Step::Stdio:
-      return "cannot set up stdin/stdout/stderr";
-    case Step::ListenFds:
-      return "cannot pass its listening sockets";
-    case Step::Chdir:
-      return "cannot change to its working directory";
-    case Step::Groups:
-      return "cannot set supplementary groups";
-    case Step::Gid:
-      return "cannot switch group";
-    case Step::Uid:
-      return "cannot switch user";
-  }
-  return "setup failed";
-}
+inline constexpr EnumName<Step> kStepDescriptions[] = {
+    {Step::JoinCgroup, "cannot join its cgroup"},
+    {Step::Session, "cannot start a session"},
+    {Step::DeathSignal, "cannot set PR_SET_PDEATHSIG"},
+    {Step::Rlimit, "cannot set an rlimit"},
+    {Step::Stdio, "cannot set up stdin/stdout/stderr"},
+    {Step::ListenFds, "cannot pass its listening sockets"},
+    {Step::Chdir, "cannot change to its working directory"},
+    {Step::Groups, "cannot set supplementary groups"},
+    {Step::Gid, "cannot switch group"},
+    {Step::Uid, "cannot switch user"}};
 
 struct Report {
   Step step;
   int err;
 };
 
-// Everything the child needs, prepared in the parent: after fork the child may
+// Everything the child needs, prepared in the parent: after vfork the child may
 // only make async-signal-safe calls (no allocation, no locks).
 struct ChildPlan {
   std::string exe;
@@ -127,17 +122,34 @@ bool place_listen_fds(const ChildPlan& plan) {
   ::_exit(127);
 }
 
-// Runs in the child, between fork and exec. The order matters.
+// The child starts with every signal blocked (spawn_process blocks them
+// around the vfork) and recycler's handlers still installed: running one of
+// them in the child would act on the parent's memory. Like posix_spawn: each
+// caught signal back to its default, SIGPIPE too (recycler ignores it, and an
+// ignored signal survives exec), then nothing blocked.
+void reset_signals() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0) continue;  // glibc's own, or none
+    if (current.sa_handler != SIG_DFL && (current.sa_handler != SIG_IGN || sig == SIGPIPE))
+      ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// Runs in the child, between vfork and exec, on the parent's memory and
+// stack while the parent waits: async-signal-safe calls only, no allocation,
+// nothing written but the plan's mutable fields. The order matters.
 void child_setup(const ChildPlan& plan) {
   // Joining first: from here on everything, exec included, is charged to and
   // limited by the worker's cgroup.
   for (int fd : plan.join_fds)
     if (::write(fd, "0", 1) != 1) fail(plan, Step::JoinCgroup);
-  // Signal handlers do not survive exec, but ignored signals and the mask do.
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGPIPE, SIG_DFL);
+  reset_signals();
   if (::setsid() < 0) fail(plan, Step::Session);
   // Raising a hard limit needs privileges: before dropping them.
   for (size_t i = 0; i < plan.limits.size(); ++i)
@@ -151,10 +163,12 @@ void child_setup(const ChildPlan& plan) {
   // close-on-exec (from whatever started it) is closed by the exec.
   ::close_range(kFirstListenFd + static_cast<unsigned>(plan.listen_fds.size()), ~0U,
                 CLOSE_RANGE_CLOEXEC);
-  if (plan.set_groups && ::setgroups(plan.groups.size(), plan.groups.data()) != 0)
+  // The system calls, not glibc's wrappers: in a multi-threaded process those
+  // ask every thread to switch too, and a vfork child would ask the parent's.
+  if (plan.set_groups && ::syscall(SYS_setgroups, plan.groups.size(), plan.groups.data()) != 0)
     fail(plan, Step::Groups);
-  if (plan.gid && ::setgid(*plan.gid) != 0) fail(plan, Step::Gid);
-  if (plan.uid && ::setuid(*plan.uid) != 0) fail(plan, Step::Uid);
+  if (plan.gid && ::syscall(SYS_setgid, *plan.gid) != 0) fail(plan, Step::Gid);
+  if (plan.uid && ::syscall(SYS_setuid, *plan.uid) != 0) fail(plan, Step::Uid);
   // As the target user, so that its permissions decide, as with systemd.
   if (plan.cwd && ::chdir(plan.cwd) != 0) fail(plan, Step::Chdir);
   // After the credentials: changing them clears the parent-death signal.
@@ -281,7 +295,15 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
   SetupHook hook;
   hook.plan = &plan;
   hook.failed_pid = &failed_pid;
-  bp::child child(bp::exe = plan.exe, ec, hook);
+  // vfork: the child borrows recycler's memory until it execs, so nothing is
+  // copied. A fork copied the page tables and made every heap page
+  // copy-on-write for the parent: a cost that grew with recycler's heap, so
+  // with the number of workers (bench/README.md, start-up).
+  sigset_t all, previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  bp::child child(bp::exe = plan.exe, ec, hook, bp::posix::use_vfork);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   report_write.reset();
 
   if (ec) {
@@ -301,7 +323,8 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
   while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(sizeof r)) {
     reap(pid);
-    return Error{std::string(describe(r.step)) + ": " + std::strerror(r.err), r.err};
+    return Error{std::string(enum_name(kStepDescriptions, r.step)) + ": " + std::strerror(r.err),
+                 r.err};
   }
   return pid;
 }

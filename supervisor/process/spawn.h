@@ -1,4 +1,4 @@
-// Starting one worker process: fork and exec through Boost.Process, with an
+// Starting one worker process: vfork and exec through Boost.Process, with an
 // exec-setup hook that runs in the child between the two and, before the
 // user's program runs a single instruction, puts the child into its cgroup,
 // its own session, PR_SET_PDEATHSIG, rlimits, stdio, the listening sockets
