@@ -40,30 +40,19 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
       cgroup_(std::move(cgroup)),
       notify_socket_(std::move(notify_socket)),
       sockets_(std::move(sockets)),
-      make_cgroup_(std::move(make_cgroup)),
-      surge_backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
-                      program_->restart.backoff.reset_after, 0.2}),
-      surge_failures_(program_->restart.crash_loop.max, program_->restart.crash_loop.within),
+      surge_(*this, context.timers, context.rng, *program_, name_, slot, std::move(make_cgroup)),
+      signals_(context.timers, context.launcher, context.service, name_, program_->stop.timeout),
       backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
                 program_->restart.backoff.reset_after, 0.2}),
       crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {}
 
 Worker::~Worker() {
   timer_.reset();
-  surge_timer_.reset();
-  signalled_.clear();
+  signals_.clear();
   process_.reset();
-  for (std::unique_ptr<Side>* side : {&next_, &retiring_}) {
-    if (!*side) continue;
-    (*side)->timer.reset();
-    (*side)->process.reset();
-    (*side)->cgroup->kill_all();
-    if (Status removed = (*side)->cgroup->remove(); !removed)
-      log::warn("{}: cannot remove its cgroup {}: {}", name_, (*side)->cgroup->path(),
-                removed.error().message);
-  }
   Status removed = cgroup_->remove();
   if (!removed) log::warn("{}: cannot remove its cgroup: {}", name_, removed.error().message);
+  // surge_ goes next, with whatever ran beside the main generation.
 }
 
 std::optional<pid_t> Worker::pid() const {
@@ -79,7 +68,7 @@ void Worker::set_phase(StopPhase phase) {
 void Worker::set_state(WorkerState s) {
   state_ = s;
   // Single processes signalled are watched no longer: nothing of the slot runs.
-  if (s == WorkerState::Stopped || s == WorkerState::Failed) signalled_.clear();
+  if (s == WorkerState::Stopped || s == WorkerState::Failed) signals_.clear();
   if (observer_) observer_->on_state_change(*this);
   if (ctx_.on_state_change) ctx_.on_state_change(*this);
 }
@@ -105,14 +94,8 @@ void Worker::spawn() {
     ++recycles_;
     last_recycle_reason_ = cause->reason;
   }
-  LaunchSpec spec = launch_spec(generation_, cause, *cgroup_);
   started_at_ = ctx_.timers.now();
-
-  bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
-                              [](const UniqueFd& fd) { return static_cast<bool>(fd); });
-  Result<std::unique_ptr<Process>> started =
-      joinable ? ctx_.launcher.launch(std::move(spec), output_tag(), exit_callback(generation_))
-               : errno_error("cannot open the files that join its cgroup " + cgroup_->path());
+  Result<std::unique_ptr<Process>> started = launch(generation_, cause, *cgroup_);
   if (!started) {
     log::event(Level::Error, "start_failed",
                fmt::format("{} failed to start: {}", name_, started.error().message),
@@ -152,8 +135,9 @@ void Worker::spawn() {
   set_state(WorkerState::Running);
 }
 
-LaunchSpec Worker::launch_spec(unsigned generation, const std::optional<RecycleCause>& cause,
-                               cgroup::WorkerCgroup& cgroup) {
+Result<std::unique_ptr<Process>> Worker::launch(unsigned generation,
+                                                const std::optional<RecycleCause>& cause,
+                                                cgroup::WorkerCgroup& cgroup) {
   LaunchSpec spec;
   spec.argv = program_->command;
   spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation, notify_socket_, cause,
@@ -168,19 +152,17 @@ LaunchSpec Worker::launch_spec(unsigned generation, const std::optional<RecycleC
   if (ctx_.worker_nofile && !sets_nofile) spec.rlimits.push_back(*ctx_.worker_nofile);
   spec.join_fds = cgroup.open_join_fds();
   if (sockets_) spec.listen_fds = sockets_->fds();
-  return spec;
-}
-
-// Every main process, whichever generation it turns out to be when it exits.
-Launcher::ExitCallback Worker::exit_callback(unsigned generation) {
-  return [this, generation](ExitStatus status) { exited(generation, status); };
+  bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
+                              [](const UniqueFd& fd) { return static_cast<bool>(fd); });
+  if (!joinable) return errno_error("cannot open the files that join its cgroup " + cgroup.path());
+  // Every main process, whichever generation it turns out to be when it exits.
+  return ctx_.launcher.launch(std::move(spec), output_tag(), [this, generation](ExitStatus status) {
+    exited(generation, status);
+  });
 }
 
 void Worker::exited(unsigned generation, ExitStatus status) {
-  if (next_ && next_->generation == generation) return side_exited(next_, "next", status);
-  if (retiring_ && retiring_->generation == generation)
-    return side_exited(retiring_, "retiring", status);
-  on_exit(status);
+  if (!surge_.exited(generation, status)) on_exit(status);
 }
 
 OutputTag Worker::output_tag() {
@@ -193,9 +175,9 @@ OutputTag Worker::output_tag() {
 }
 
 void Worker::on_exit(ExitStatus status) {
-  if (surge_cause_ || next_) {
+  if (surge_.active()) {
     log::warn("{}: its main process exited during a surge; stopping the next generation", name_);
-    kill_sides(false);
+    end_surge(false);
   }
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - started_at_);
   timer_.reset();  // the stop timeout, if any
@@ -347,7 +329,7 @@ void Worker::schedule_restart(Duration uptime, bool failed_start) {
 }
 
 void Worker::stop(std::function<void()> done) {
-  if (surge_cause_ || next_) kill_sides(false);
+  if (surge_.active()) end_surge(false);
   switch (state_) {
     case WorkerState::Stopped:
     case WorkerState::Failed:
@@ -385,20 +367,10 @@ void Worker::stop(std::function<void()> done) {
 
 bool Worker::recycle(Duration delay, RecycleCause cause) {
   if (state_ != WorkerState::Running || stopping_for_good()) return false;
-  if (program_->recycle.mode == config::RecycleMode::Surge && make_cgroup_) {
-    if (surge_cause_) return true;  // one under way
-    surge_cause_ = std::move(cause);
+  if (surge_.enabled()) {
+    if (surge_.asked()) return true;  // one under way
     set_phase(StopPhase::Surging);
-    if (delay <= Duration{0} && !retiring_) {
-      begin_surge();
-    } else {
-      // After a recycle loop's delay, or once the last surge's old
-      // generation has gone: never three generations at once.
-      surge_timer_ = ctx_.timers.after(std::max(delay, kDrainPoll), [this] {
-        surge_timer_.reset();
-        begin_surge();
-      });
-    }
+    surge_.request(delay, std::move(cause));
     return true;
   }
   enter_replace(delay, std::move(cause));
@@ -442,72 +414,11 @@ bool Worker::signal(int signal) {
   return process_->signal(signal);
 }
 
-engine::Signalled Worker::signal_process(pid_t pid, int signal, std::function<void()> on_exit,
-                                         std::function<void()> on_left) {
-  if (signalled_.count(pid)) return engine::Signalled::Sent;
-  // A pre-fork server's master reaps its own children, so the pid may be
-  // gone (or reused) by now. The pidfd pins the process; it must still be in
-  // the worker's cgroup after that.
-  auto attached = ctx_.launcher.attach(pid, [this, pid] {
-    auto it = signalled_.find(pid);
-    if (it == signalled_.end()) return;
-    auto left = std::move(it->second.on_left);
-    auto done = std::move(it->second.on_exit);
-    signalled_.erase(it);  // the Process too: its callback is over once this returns
-    if (left) left();
-    if (done) done();
-  });
-  if (!attached) return engine::Signalled::NotMember;
-  std::vector<pid_t> pids = cgroup_->pids();
-  if (std::find(pids.begin(), pids.end(), pid) == pids.end()) return engine::Signalled::NotMember;
-  Signalled& entry = signalled_[pid];
-  entry.process = std::move(attached.value());
-  entry.on_exit = std::move(on_exit);
-  // A process that ignores its signal gets what a stop gets: SIGKILL after stop.timeout.
-  bool sent = terminate(*entry.process, signal, entry.escalate, [this, pid] {
-    auto it = signalled_.find(pid);
-    if (it == signalled_.end()) return;
-    log::warn("{} pid {} still running {} after it was signalled; killing it", name_, pid,
-              format_duration(program_->stop.timeout));
-    it->second.process->signal(SIGKILL);
-  });
-  if (!sent) {
-    signalled_.erase(pid);
-    return engine::Signalled::Gone;
-  }
-  entry.on_left = std::move(on_left);
-  if (entry.on_left && ctx_.service) {
-    entry.listeners = ctx_.service->shared_sockets(pid);
-    if (!entry.listeners.empty())
-      entry.leave_poll = ctx_.timers.after(kLeavePoll, [this, pid] { poll_left(pid); });
-  }
-  return engine::Signalled::Sent;
-}
-
-void Worker::poll_left(pid_t pid) {
-  auto it = signalled_.find(pid);
-  if (it == signalled_.end()) return;
-  Signalled& entry = it->second;
-  if (ctx_.service->holds_any(pid, entry.listeners)) {
-    entry.leave_poll = ctx_.timers.after(kLeavePoll, [this, pid] { poll_left(pid); });
-    return;
-  }
-  entry.leave_poll.reset();
-  if (auto left = std::exchange(entry.on_left, nullptr)) left();
-}
-
-bool Worker::terminate(Process& process, int signal, std::unique_ptr<Timer>& escalate,
-                       std::function<void()> kill) {
-  bool sent = process.signal(signal);
-  escalate = ctx_.timers.after(program_->stop.timeout, std::move(kill));
-  return sent;
-}
-
 void Worker::send_stop_signal(StopPhase phase) {
   const config::StopConfig& s = program_->stop;
   set_phase(phase);
   set_state(WorkerState::Stopping);
-  terminate(*process_, s.signal, timer_, [this] {
+  signal_then_kill(ctx_.timers, s.timeout, *process_, s.signal, timer_, [this] {
     log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
               format_duration(program_->stop.timeout), units::signal_name(program_->stop.signal));
     set_phase(StopPhase::StopSigkill);
@@ -517,7 +428,7 @@ void Worker::send_stop_signal(StopPhase phase) {
 }
 
 void Worker::kill(std::function<void()> done) {
-  kill_sides(true);
+  end_surge(true);
   if (state_ == WorkerState::Running || state_ == WorkerState::Stopping) {
     enter_stop();
     if (done) stop_done_.push_back(std::move(done));
@@ -532,8 +443,8 @@ void Worker::kill(std::function<void()> done) {
 }
 
 void Worker::finish_stop() {
-  if (sides_busy()) {  // the stop is over once both sides have drained too
-    finish_when_sides_gone_ = true;
+  if (surge_.busy()) {  // the stop is over once both sides have drained too
+    surge_.finish_when_gone();
     return;
   }
   after_exit_ = {};
@@ -545,6 +456,46 @@ void Worker::finish_stop() {
   auto callbacks = std::move(stop_done_);
   stop_done_.clear();
   for (auto& cb : callbacks) cb();
+}
+
+// SurgeHost: the main generation as a surge sees it, and hands over.
+
+SurgeHost::Main Worker::main_generation() const {
+  return {state_ == WorkerState::Running, stopping_for_good(), generation_, variant_,
+          process_ ? process_->pid() : 0};
+}
+
+std::unique_ptr<SideGeneration> Worker::take_over(std::unique_ptr<SideGeneration> next,
+                                                  const RecycleCause& cause) {
+  auto old = std::make_unique<SideGeneration>();
+  old->process = std::exchange(process_, std::move(next->process));
+  old->cgroup = std::exchange(cgroup_, std::move(next->cgroup));
+  old->variant = std::exchange(variant_, next->variant);
+  old->generation = std::exchange(generation_, next->generation);
+  old->started = std::exchange(started_at_, next->started);
+  old->oom_kills_at_start = std::exchange(oom_kills_at_start_, next->oom_kills_at_start);
+  ++recycles_;
+  last_recycle_reason_ = cause.reason;
+  // Processes signalled one by one belonged to the old generation.
+  signals_.clear();
+  return old;
+}
+
+void Worker::begin_run() {
+  set_phase(StopPhase::None);
+  set_state(WorkerState::Running);  // a new run
+}
+
+void Worker::recycle_by_restart(RecycleCause cause) {
+  set_phase(StopPhase::None);
+  if (state_ != WorkerState::Running) return;
+  enter_replace(Duration{0}, std::move(cause));
+  send_stop_signal(StopPhase::Recycling);
+}
+
+void Worker::end_surge(bool all) {
+  surge_.kill(all);
+  if (phase_ == StopPhase::Surging) set_phase(StopPhase::None);
 }
 
 }  // namespace recycler

@@ -33,7 +33,9 @@
 #include "supervisor/process/process.h"
 #include "supervisor/util/timers.h"
 #include "supervisor/worker/environment.h"
+#include "supervisor/worker/process_signals.h"
 #include "supervisor/worker/restart_backoff.h"
+#include "supervisor/worker/surge.h"
 
 namespace recycler {
 
@@ -54,16 +56,8 @@ const char* to_string(WorkerState state);
 //             stop-sigterm (the stop signal: then stopped for good)
 //             stop-sigkill (stop.timeout passed, or kill(): SIGKILL to the cgroup)
 //
-//   running:  surging (recycle.mode: surge): the next generation starts
-//             beside the main process, in the slot's other cgroup, with the
-//             same listening sockets; once it is ready (READY=1 from it, or
-//             recycle.ready_after) it becomes the slot's main process, a new
-//             run (state running again), and the old generation is stopped
-//             gracefully beside it ("retiring", not a state: the slot serves).
-//             A next generation that exits or is not ready within
-//             recycle.ready_timeout is stopped and the old one serves on; the
-//             surge is tried again after the restart backoff, and after
-//             restart.crash_loop failures the slot is recycled by restart.
+//   running:  surging (recycle.mode: surge; surge.h): the next generation
+//             starts beside the main process and takes over once ready.
 //
 // A stop asked during a recycle turns recycling into stop-sigterm; one asked
 // during a surge stops the next generation at once.
@@ -114,12 +108,7 @@ struct WorkerServices {
   std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
 };
 
-// Makes the slot's cgroup number `variant` (0 or 1): a surge runs the next
-// generation in the variant the current one does not use.
-using CgroupFactory =
-    std::function<Result<std::unique_ptr<cgroup::WorkerCgroup>>(unsigned variant)>;
-
-class Worker {
+class Worker final : private SurgeHost {
  public:
   // `notify_socket`: NOTIFY_SOCKET for its runs, its program's notify socket
   // ("" = none).
@@ -154,18 +143,18 @@ class Worker {
   bool recycling() const { return after_exit_.recycled; }
   // READY=1 from `pid` on the program's notify socket: the end of a surge's
   // wait when `pid` belongs to the next generation.
-  void notified_ready(pid_t pid);
+  void notified_ready(pid_t pid) { surge_.notified_ready(pid); }
   // The next generation's main process during a surge; the generation being
   // stopped beside the slot's main process after one.
-  std::optional<pid_t> surge_pid() const;
-  std::optional<pid_t> retiring_pid() const;
+  std::optional<pid_t> surge_pid() const { return surge_.next_pid(); }
+  std::optional<pid_t> retiring_pid() const { return surge_.retiring_pid(); }
   // Which generation a process of the slot's cgroup `variant` (cgroup::WorkerId)
   // belongs to: the running one, the next one of a surge under way, or the one
   // a surge replaced while it stops. Their requests count in different runs.
   using Generation = engine::Generation;
-  Generation generation_in(unsigned variant) const;
+  Generation generation_in(unsigned variant) const { return surge_.generation_in(variant); }
   // The next generation's number during a surge (0: none under way).
-  unsigned surge_generation() const { return next_ ? next_->generation : 0; }
+  unsigned surge_generation() const { return surge_.next_generation(); }
   // While a worker checkpoints on request, its own clean exit (status 0) is
   // the end of that recycle, not the end of the program: the replacement
   // starts at once, with `cause`. Cleared by the next start.
@@ -176,16 +165,14 @@ class Worker {
   // clean exit, with a warning. 0, or the errno of the failure.
   int checkpoint(int signal, RecycleCause cause);
   // Recycles one process of the worker (a pre-fork server's child): `signal`
-  // through a pidfd once it is known to be in the worker's cgroup, SIGKILL
-  // after stop.timeout if it is still there; `on_exit` once it has exited
-  // (only after Sent). `on_left` once it has left service: it closed the
-  // listening sockets it shared with its parent (polled every kLeavePoll,
-  // through WorkerServices::service), or, at the latest, when it exits; a
-  // Python worker closes them within a request of the signal and may take
-  // 50-120 ms more to exit. Forgotten when the worker stops.
+  // once it is known to be in the worker's cgroup, SIGKILL after
+  // stop.timeout; `on_exit` once it has exited, `on_left` once it has left
+  // service (process_signals.h). Forgotten when the worker stops.
   engine::Signalled signal_process(pid_t pid, int signal, std::function<void()> on_exit,
-                                   std::function<void()> on_left = nullptr);
-  size_t signalled_processes() const { return signalled_.size(); }
+                                   std::function<void()> on_left = nullptr) {
+    return signals_.signal(*cgroup_, pid, signal, std::move(on_exit), std::move(on_left));
+  }
+  size_t signalled_processes() const { return signals_.size(); }
 
   // `signal` to the running main process (through its pidfd), as an
   // operator asks (`recycler signal`); false when none runs.
@@ -211,10 +198,8 @@ class Worker {
   const std::string& last_recycle_reason() const { return last_recycle_reason_; }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
-  static constexpr Duration kDrainTimeout{5000};
-  static constexpr Duration kDrainPoll{10};
-  // How often a signalled process is looked at until it has left service.
-  static constexpr Duration kLeavePoll{2};
+  static constexpr Duration kDrainTimeout = Surge::kDrainTimeout;
+  static constexpr Duration kDrainPoll = Surge::kDrainPoll;
 
  private:
   // What the slot does once the running main process has exited and its
@@ -237,31 +222,20 @@ class Worker {
   };
   static const char* to_string(AfterExit::Then then);
 
-  // A generation of the slot beside the main one: the next one of a surge,
-  // or the one a surge replaced while it stops.
-  struct Side {
-    std::unique_ptr<Process> process;
-    std::unique_ptr<cgroup::WorkerCgroup> cgroup;
-    unsigned variant = 0;
-    unsigned generation = 0;
-    TimePoint started{};
-    std::optional<uint64_t> oom_kills_at_start;
-    std::unique_ptr<Timer> timer;  // ready/timeout, stop escalation, then the drain poll
-    bool stopping = false;         // the stop signal went out
-  };
-  LaunchSpec launch_spec(unsigned generation, const std::optional<RecycleCause>& cause,
-                         cgroup::WorkerCgroup& cgroup);
-  Launcher::ExitCallback exit_callback(unsigned generation);
+  // SurgeHost (surge.h): what a surge needs of the main generation.
+  Main main_generation() const override;
+  Result<std::unique_ptr<Process>> launch(unsigned generation,
+                                          const std::optional<RecycleCause>& cause,
+                                          cgroup::WorkerCgroup& cgroup) override;
+  std::unique_ptr<SideGeneration> take_over(std::unique_ptr<SideGeneration> next,
+                                            const RecycleCause& cause) override;
+  void begin_run() override;
+  void recycle_by_restart(RecycleCause cause) override;
+  void sides_gone() override { finish_stop(); }
+
   void exited(unsigned generation, ExitStatus status);
-  void begin_surge();
-  void surge_ready(const std::string& how);
-  void surge_failed(const std::string& why);
-  void restart_instead();
-  void stop_side(Side& side, int signal);
-  void side_exited(std::unique_ptr<Side>& side, const char* which, ExitStatus status);
-  void drain_side(std::unique_ptr<Side>* side, TimePoint deadline);
-  void kill_sides(bool all);
-  bool sides_busy() const { return next_ || retiring_; }
+  // A stop of the slot, or its main process's exit, during a surge.
+  void end_surge(bool all);
   void set_state(WorkerState s);
   void spawn();
   OutputTag output_tag();
@@ -275,12 +249,6 @@ class Worker {
   void schedule_restart(Duration uptime, bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
-  // `process` gets `signal` now, and `escalate` runs `kill` after
-  // stop.timeout unless it is reset first (the process exited). The one
-  // escalation, for the main process and for a single process alike. False
-  // when the signal could not be sent.
-  bool terminate(Process& process, int signal, std::unique_ptr<Timer>& escalate,
-                 std::function<void()> kill);
   void set_phase(StopPhase phase);
 
   WorkerServices& ctx_;
@@ -291,15 +259,9 @@ class Worker {
   std::unique_ptr<cgroup::WorkerCgroup> cgroup_;
   std::string notify_socket_;
   std::shared_ptr<const listen::Set> sockets_;
-  CgroupFactory make_cgroup_;
   unsigned variant_ = 0;  // of cgroup_
-  std::unique_ptr<Side> next_;
-  std::unique_ptr<Side> retiring_;
-  std::optional<RecycleCause> surge_cause_;  // while a surge is asked or under way
-  std::unique_ptr<Timer> surge_timer_;       // the delay before a surge (or its retry)
-  bool finish_when_sides_gone_ = false;      // a stop waits for both sides
-  RestartBackoff surge_backoff_;
-  CrashLoopDetector surge_failures_;
+  Surge surge_;
+  ProcessSignals signals_;  // single processes signalled, until they exit
   RestartBackoff backoff_;
   CrashLoopDetector crash_loop_;
 
@@ -320,17 +282,6 @@ class Worker {
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;
-  // Single processes signalled by signal_process, until they exit.
-  struct Signalled {
-    std::unique_ptr<Process> process;
-    std::unique_ptr<Timer> escalate;
-    std::function<void()> on_exit;
-    std::function<void()> on_left;      // until it has left service
-    std::vector<uint64_t> listeners;    // the sockets it shares with its master
-    std::unique_ptr<Timer> leave_poll;  // while it still holds them
-  };
-  void poll_left(pid_t pid);
-  std::map<pid_t, Signalled> signalled_;
 };
 
 }  // namespace recycler
