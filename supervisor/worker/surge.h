@@ -35,15 +35,20 @@ namespace recycler {
 using CgroupFactory =
     std::function<Result<std::unique_ptr<cgroup::WorkerCgroup>>(unsigned variant)>;
 
-// A generation of a slot beside its main one: the next one of a surge, or
-// the one a surge replaced while it stops.
-struct SideGeneration {
+// One generation of a slot: its main process, the cgroup it runs in (one
+// of the slot's two variants), and what it started with.
+struct GenerationRun {
   std::unique_ptr<Process> process;
   std::unique_ptr<cgroup::WorkerCgroup> cgroup;
   unsigned variant = 0;
   unsigned generation = 0;
   TimePoint started{};
-  std::optional<uint64_t> oom_kills_at_start;
+  std::optional<uint64_t> oom_kills_at_start;  // its cgroup's count when it started
+};
+
+// A generation of a slot beside its main one: the next one of a surge, or
+// the one a surge replaced while it stops.
+struct SideGeneration : GenerationRun {
   std::unique_ptr<Timer> timer;  // ready/timeout, stop escalation, then the drain poll
   bool stopping = false;         // the stop signal went out
 };

@@ -21,14 +21,6 @@ const char* to_string(StopPhase phase) {
   return enum_name(kStopPhaseNames, phase);
 }
 
-const char* Worker::to_string(AfterExit::Then then) {
-  static constexpr EnumName<AfterExit::Then> kNames[] = {{AfterExit::Then::Restart, "restart"},
-                                                         {AfterExit::Then::Replace, "replace"},
-                                                         {AfterExit::Then::Resume, "resume"},
-                                                         {AfterExit::Then::Stop, "stop"}};
-  return enum_name(kNames, then);
-}
-
 Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramConfig> program,
                unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
                std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
@@ -37,32 +29,29 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
       program_(std::move(program)),
       slot_(slot),
       name_(program_->name + "[" + std::to_string(slot) + "]"),
-      cgroup_(std::move(cgroup)),
       notify_socket_(std::move(notify_socket)),
       sockets_(std::move(sockets)),
       surge_(*this, context.timers, context.rng, *program_, name_, slot, std::move(make_cgroup)),
       signals_(context.timers, context.launcher, context.service, name_, program_->stop.timeout),
       backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
                 program_->restart.backoff.reset_after, 0.2}),
-      crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {}
+      crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {
+  main_.cgroup = std::move(cgroup);
+}
 
 Worker::~Worker() {
   timer_.reset();
   signals_.clear();
-  process_.reset();
-  Status removed = cgroup_->remove();
+  main_.process.reset();
+  Status removed = main_.cgroup->remove();
   if (!removed) log::warn("{}: cannot remove its cgroup: {}", name_, removed.error().message);
   // surge_ goes next, with whatever ran beside the main generation.
 }
 
 std::optional<pid_t> Worker::pid() const {
-  if (process_ && (state_ == WorkerState::Running || state_ == WorkerState::Stopping))
-    return process_->pid();
+  if (main_.process && (state_ == WorkerState::Running || state_ == WorkerState::Stopping))
+    return main_.process->pid();
   return std::nullopt;
-}
-
-void Worker::set_phase(StopPhase phase) {
-  phase_ = phase;
 }
 
 void Worker::set_state(WorkerState s) {
@@ -82,33 +71,33 @@ void Worker::start() {
 
 void Worker::spawn() {
   timer_.reset();
-  process_.reset();
-  ++generation_;
-  set_phase(StopPhase::None);
+  main_.process.reset();
+  ++main_.generation;
+  phase_ = StopPhase::None;
   set_state(WorkerState::Starting);
-  oom_kills_at_start_ = cgroup_->oom_kills();
+  main_.oom_kills_at_start = main_.cgroup->oom_kills();
 
   std::optional<RecycleCause> cause = std::exchange(start_cause_, std::nullopt);
-  if (!stopping_for_good()) after_exit_ = {};
+  if (!after_exit_.stopping_for_good()) after_exit_ = {};
   if (cause) {
-    ++recycles_;
-    last_recycle_reason_ = cause->reason;
+    ++history_.recycles;
+    history_.last_recycle_reason = cause->reason;
   }
-  started_at_ = ctx_.timers.now();
-  Result<std::unique_ptr<Process>> started = launch(generation_, cause, *cgroup_);
+  main_.started = ctx_.timers.now();
+  Result<std::unique_ptr<Process>> started = launch(main_.generation, cause, *main_.cgroup);
   if (!started) {
     log::event(Level::Error, "start_failed",
                fmt::format("{} failed to start: {}", name_, started.error().message),
                {{"program", program_->name},
                 {"slot", slot_},
-                {"generation", generation_},
+                {"generation", main_.generation},
                 {"error", started.error().message}});
     const Error& error = started.error();
-    last_exit_ = ExitStatus{error.permanent ? exec_failure_status(error) : 127};
-    last_uptime_ = Duration{0};
-    if (!stopping_for_good()) ++crashes_;
+    history_.last_exit = ExitStatus{error.permanent ? exec_failure_status(error) : 127};
+    history_.last_uptime = Duration{0};
+    if (!after_exit_.stopping_for_good()) ++history_.crashes;
     set_state(WorkerState::Exited);
-    if (stopping_for_good()) {
+    if (after_exit_.stopping_for_good()) {
       finish_stop();
     } else if (error.permanent) {
       // A typo'd path, a missing x bit: no backoff can fix it.
@@ -123,15 +112,16 @@ void Worker::spawn() {
     }
     return;
   }
-  process_ = std::move(started.value());
-  cgroup_->adopt(process_->pid());
+  main_.process = std::move(started.value());
+  main_.cgroup->adopt(main_.process->pid());
   log::event(Level::Info, "start",
-             fmt::format("{} started: pid {}, generation {}", name_, process_->pid(), generation_),
+             fmt::format("{} started: pid {}, generation {}", name_, main_.process->pid(),
+                         main_.generation),
              {{"program", program_->name},
               {"slot", slot_},
-              {"pid", process_->pid()},
-              {"generation", generation_},
-              {"cgroup", cgroup_->path()}});
+              {"pid", main_.process->pid()},
+              {"generation", main_.generation},
+              {"cgroup", main_.cgroup->path()}});
   set_state(WorkerState::Running);
 }
 
@@ -155,23 +145,16 @@ Result<std::unique_ptr<Process>> Worker::launch(unsigned generation,
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
                               [](const UniqueFd& fd) { return static_cast<bool>(fd); });
   if (!joinable) return errno_error("cannot open the files that join its cgroup " + cgroup.path());
-  // Every main process, whichever generation it turns out to be when it exits.
-  return ctx_.launcher.launch(std::move(spec), output_tag(), [this, generation](ExitStatus status) {
-    exited(generation, status);
-  });
-}
-
-void Worker::exited(unsigned generation, ExitStatus status) {
-  if (!surge_.exited(generation, status)) on_exit(status);
-}
-
-OutputTag Worker::output_tag() {
   OutputTag tag{program_->name, slot_, nullptr};
   if (program_->requests && observer_)
     tag.observe = [this](pid_t pid, std::string_view line) {
       if (observer_) observer_->on_output(*this, pid, line);
     };
-  return tag;
+  // Every main process, whichever generation it turns out to be when it exits.
+  return ctx_.launcher.launch(std::move(spec), std::move(tag),
+                              [this, generation](ExitStatus status) {
+                                if (!surge_.exited(generation, status)) on_exit(status);
+                              });
 }
 
 void Worker::on_exit(ExitStatus status) {
@@ -179,18 +162,18 @@ void Worker::on_exit(ExitStatus status) {
     log::warn("{}: its main process exited during a surge; stopping the next generation", name_);
     end_surge(false);
   }
-  auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - started_at_);
+  auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
   timer_.reset();  // the stop timeout, if any
-  set_phase(StopPhase::None);
-  last_exit_ = status;
-  last_uptime_ = uptime;
+  phase_ = StopPhase::None;
+  history_.last_exit = status;
+  history_.last_uptime = uptime;
   report_exit(status, uptime);
   set_state(WorkerState::Exited);
   // Whatever the main process left behind in the cgroup goes with it, so the
   // next start begins from an empty cgroup.
-  if (cgroup_->populated()) {
-    size_t n = cgroup_->pids().size();
-    cgroup_->kill_all();
+  if (main_.cgroup->populated()) {
+    size_t n = main_.cgroup->pids().size();
+    main_.cgroup->kill_all();
     if (n > 0)
       log::info("{}: killed {} leftover process{} in its cgroup", name_, n, n == 1 ? "" : "es");
   }
@@ -198,8 +181,8 @@ void Worker::on_exit(ExitStatus status) {
 }
 
 void Worker::report_exit(const ExitStatus& status, Duration uptime) {
-  std::optional<uint64_t> oom_now = cgroup_->oom_kills();
-  bool oom = oom_now && oom_kills_at_start_ && *oom_now > *oom_kills_at_start_;
+  std::optional<uint64_t> oom_now = main_.cgroup->oom_kills();
+  bool oom = oom_now && main_.oom_kills_at_start && *oom_now > *main_.oom_kills_at_start;
   const auto& max = program_->limits.memory_max;
   std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
                           : "no memory limit on its cgroup: the host ran out of memory";
@@ -211,16 +194,16 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
     message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
-  bool requested = after_exit_.then != AfterExit::Then::Restart || recycling();
+  bool requested = after_exit_.requested();
   // An OOM kill is a warning even during a stop or a recycle (a checkpoint
   // that never came, a stop that took too long): the kernel acted, not recycler.
   bool crash = !requested && !(status.success() && !oom);
   Level level = crash || oom ? Level::Warn : Level::Info;
-  if (crash) ++crashes_;
+  if (crash) ++history_.crashes;
   log::Fields fields{{"program", program_->name},
                      {"slot", slot_},
-                     {"pid", process_ ? process_->pid() : 0},
-                     {"generation", generation_},
+                     {"pid", main_.process ? main_.process->pid() : 0},
+                     {"generation", main_.generation},
                      {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
                      {"oom_kill", oom},
                      {"requested", requested}};
@@ -232,26 +215,26 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
 }
 
 void Worker::drain(TimePoint deadline) {
-  if (!cgroup_->populated()) {
+  if (!main_.cgroup->populated()) {
     after_drain();
     return;
   }
   if (ctx_.timers.now() >= deadline) {
     log::error("{}: {} process(es) still in {} {} after SIGKILL; going on without them", name_,
-               cgroup_->pids().size(), cgroup_->path(), format_duration(kDrainTimeout));
+               main_.cgroup->pids().size(), main_.cgroup->path(), format_duration(kDrainTimeout));
     after_drain();
     return;
   }
-  cgroup_->kill_all();
+  main_.cgroup->kill_all();
   timer_ = ctx_.timers.after(kDrainPoll, [this, deadline] { drain(deadline); });
 }
 
 void Worker::after_drain() {
   timer_.reset();
-  process_.reset();  // its last output is logged before what happens next
+  main_.process.reset();  // its last output is logged before what happens next
   AfterExit after = std::exchange(after_exit_, {});
-  log::debug("{}: drained; then {}", name_, to_string(after.then));
-  if (after.then == AfterExit::Then::Resume) after = resume_or_restart(std::move(after));
+  log::debug("{}: drained; then {}", name_, enum_name(kAfterExitNames, after.then));
+  if (after.then == AfterExit::Then::Resume) after = after.resolved(history_.last_exit, name_);
   switch (after.then) {
     case AfterExit::Then::Stop:
       after_exit_.then = AfterExit::Then::Stop;  // until finish_stop
@@ -260,29 +243,8 @@ void Worker::after_drain() {
       return replace(after.delay, std::move(after.cause));
     case AfterExit::Then::Resume:
     case AfterExit::Then::Restart:
-      return schedule_restart(last_uptime_, false);
+      return schedule_restart(history_.last_uptime, false);
   }
-}
-
-// A checkpointing worker's end: its clean exit, or its death by the
-// checkpoint signal itself, ends the recycle; anything else is a crash.
-Worker::AfterExit Worker::resume_or_restart(AfterExit after) {
-  if (!last_exit_) return {};
-  // Killed by the checkpoint signal itself: it had no handler for it, or it
-  // was already on its way out (Python puts the default actions back while
-  // it exits: a trainer that has just finished). recycler's own signal, not
-  // a crash; its latest checkpoint is on disk whichever it was.
-  bool by_signal = after.signal != 0 && last_exit_->signaled && last_exit_->signal == after.signal;
-  if (by_signal)
-    log::warn(
-        "{}: killed by {}, the checkpoint signal: it has no handler for it, or was "
-        "exiting as it came; restarting it with RECYCLER_RESUME=1 to resume from its "
-        "latest checkpoint",
-        name_, units::signal_name(after.signal));
-  if (!last_exit_->success() && !by_signal) return {};
-  after.then = AfterExit::Then::Replace;
-  after.delay = Duration{0};
-  return after;
 }
 
 // The replacement of a recycled run: at once, or after `delay` (a recycle loop's).
@@ -295,7 +257,7 @@ void Worker::replace(Duration delay, std::optional<RecycleCause> cause) {
 
 void Worker::schedule_restart(Duration uptime, bool failed_start) {
   const config::RestartConfig& r = program_->restart;
-  bool clean = !failed_start && last_exit_ && last_exit_->success();
+  bool clean = !failed_start && history_.last_exit && history_.last_exit->success();
   bool restart =
       r.mode == config::RestartMode::Always || (r.mode == config::RestartMode::OnFailure && !clean);
   if (!restart) {
@@ -342,101 +304,87 @@ void Worker::stop(std::function<void()> done) {
       return;
     case WorkerState::Stopping:
       // A recycle under way ends in a stop now; the signal is out already.
-      if (phase_ == StopPhase::Recycling) set_phase(StopPhase::StopSigterm);
+      if (phase_ == StopPhase::Recycling) phase_ = StopPhase::StopSigterm;
       [[fallthrough]];
     case WorkerState::Exited:
     case WorkerState::Starting:
-      enter_stop();
+      after_exit_.enter_stop();
       if (done) stop_done_.push_back(std::move(done));
       return;
     case WorkerState::Running:
       break;
   }
-  enter_stop();
+  after_exit_.enter_stop();
   if (done) stop_done_.push_back(std::move(done));
   const config::StopConfig& s = program_->stop;
   log::event(Level::Info, "stop",
              fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name_,
-                         units::signal_name(s.signal), process_->pid(),
+                         units::signal_name(s.signal), main_.process->pid(),
                          // without a cgroup (the fallback), its process session
-                         cgroup_->enforcing() ? "its cgroup" : "its processes",
+                         main_.cgroup->enforcing() ? "its cgroup" : "its processes",
                          format_duration(s.timeout)),
-             {{"program", program_->name}, {"slot", slot_}, {"pid", process_->pid()}});
+             {{"program", program_->name}, {"slot", slot_}, {"pid", main_.process->pid()}});
   send_stop_signal(StopPhase::StopSigterm);
 }
 
 bool Worker::recycle(Duration delay, RecycleCause cause) {
-  if (state_ != WorkerState::Running || stopping_for_good()) return false;
+  if (state_ != WorkerState::Running || after_exit_.stopping_for_good()) return false;
   if (surge_.enabled()) {
     if (surge_.asked()) return true;  // one under way
-    set_phase(StopPhase::Surging);
+    phase_ = StopPhase::Surging;
     surge_.request(delay, std::move(cause));
     return true;
   }
-  enter_replace(delay, std::move(cause));
+  after_exit_.enter_replace(delay, std::move(cause));
   send_stop_signal(StopPhase::Recycling);
   return true;
 }
 
-void Worker::enter_replace(Duration delay, RecycleCause cause) {
-  after_exit_.then = AfterExit::Then::Replace;
-  after_exit_.delay = delay;
-  after_exit_.cause = std::move(cause);
-  after_exit_.recycled = true;
-}
-
-void Worker::enter_stop() {
-  after_exit_.then = AfterExit::Then::Stop;
-  after_exit_.cause.reset();
-}
-
 void Worker::expect_clean_exit(RecycleCause cause) {
   if (state_ != WorkerState::Running) return;
-  after_exit_.then = AfterExit::Then::Resume;
-  after_exit_.cause = std::move(cause);
-  after_exit_.signal = 0;
+  after_exit_.enter_resume(std::move(cause), 0);
 }
 
 int Worker::checkpoint(int signal, RecycleCause cause) {
-  if (state_ != WorkerState::Running || !process_) return ESRCH;
+  if (state_ != WorkerState::Running || !main_.process) return ESRCH;
   // The main process is recycler's child and not reaped yet: its pidfd is its own.
   errno = ESRCH;
-  if (!process_->signal(signal)) return errno;
-  set_phase(StopPhase::Checkpointing);
+  if (!main_.process->signal(signal)) return errno;
+  phase_ = StopPhase::Checkpointing;
   expect_clean_exit(std::move(cause));
   after_exit_.signal = signal;
   return 0;
 }
 
 bool Worker::signal(int signal) {
-  if ((state_ != WorkerState::Running && state_ != WorkerState::Stopping) || !process_)
+  if ((state_ != WorkerState::Running && state_ != WorkerState::Stopping) || !main_.process)
     return false;
-  return process_->signal(signal);
+  return main_.process->signal(signal);
 }
 
 void Worker::send_stop_signal(StopPhase phase) {
   const config::StopConfig& s = program_->stop;
-  set_phase(phase);
+  phase_ = phase;
   set_state(WorkerState::Stopping);
-  signal_then_kill(ctx_.timers, s.timeout, *process_, s.signal, timer_, [this] {
+  signal_then_kill(ctx_.timers, s.timeout, *main_.process, s.signal, timer_, [this] {
     log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
               format_duration(program_->stop.timeout), units::signal_name(program_->stop.signal));
-    set_phase(StopPhase::StopSigkill);
-    cgroup_->kill_all();
-    if (process_) process_->signal(SIGKILL);  // in case the main process left its cgroup
+    phase_ = StopPhase::StopSigkill;
+    main_.cgroup->kill_all();
+    if (main_.process) main_.process->signal(SIGKILL);  // in case the main process left its cgroup
   });
 }
 
 void Worker::kill(std::function<void()> done) {
   end_surge(true);
   if (state_ == WorkerState::Running || state_ == WorkerState::Stopping) {
-    enter_stop();
+    after_exit_.enter_stop();
     if (done) stop_done_.push_back(std::move(done));
     timer_.reset();
-    set_phase(StopPhase::StopSigkill);
+    phase_ = StopPhase::StopSigkill;
     set_state(WorkerState::Stopping);
-    cgroup_->kill_all();
-    process_->signal(SIGKILL);
+    main_.cgroup->kill_all();
+    main_.process->signal(SIGKILL);
     return;
   }
   stop(std::move(done));
@@ -448,7 +396,7 @@ void Worker::finish_stop() {
     return;
   }
   after_exit_ = {};
-  process_.reset();
+  main_.process.reset();
   log::event(Level::Info, "stopped", fmt::format("{} stopped", name_),
              {{"program", program_->name}, {"slot", slot_}});
   set_state(WorkerState::Stopped);
@@ -461,41 +409,37 @@ void Worker::finish_stop() {
 // SurgeHost: the main generation as a surge sees it, and hands over.
 
 SurgeHost::Main Worker::main_generation() const {
-  return {state_ == WorkerState::Running, stopping_for_good(), generation_, variant_,
-          process_ ? process_->pid() : 0};
+  return {state_ == WorkerState::Running, after_exit_.stopping_for_good(), main_.generation,
+          main_.variant, main_.process ? main_.process->pid() : 0};
 }
 
 std::unique_ptr<SideGeneration> Worker::take_over(std::unique_ptr<SideGeneration> next,
                                                   const RecycleCause& cause) {
   auto old = std::make_unique<SideGeneration>();
-  old->process = std::exchange(process_, std::move(next->process));
-  old->cgroup = std::exchange(cgroup_, std::move(next->cgroup));
-  old->variant = std::exchange(variant_, next->variant);
-  old->generation = std::exchange(generation_, next->generation);
-  old->started = std::exchange(started_at_, next->started);
-  old->oom_kills_at_start = std::exchange(oom_kills_at_start_, next->oom_kills_at_start);
-  ++recycles_;
-  last_recycle_reason_ = cause.reason;
+  static_cast<GenerationRun&>(*old) =
+      std::exchange(main_, std::move(static_cast<GenerationRun&>(*next)));
+  ++history_.recycles;
+  history_.last_recycle_reason = cause.reason;
   // Processes signalled one by one belonged to the old generation.
   signals_.clear();
   return old;
 }
 
 void Worker::begin_run() {
-  set_phase(StopPhase::None);
+  phase_ = StopPhase::None;
   set_state(WorkerState::Running);  // a new run
 }
 
 void Worker::recycle_by_restart(RecycleCause cause) {
-  set_phase(StopPhase::None);
+  phase_ = StopPhase::None;
   if (state_ != WorkerState::Running) return;
-  enter_replace(Duration{0}, std::move(cause));
+  after_exit_.enter_replace(Duration{0}, std::move(cause));
   send_stop_signal(StopPhase::Recycling);
 }
 
 void Worker::end_surge(bool all) {
   surge_.kill(all);
-  if (phase_ == StopPhase::Surging) set_phase(StopPhase::None);
+  if (phase_ == StopPhase::Surging) phase_ = StopPhase::None;
 }
 
 }  // namespace recycler

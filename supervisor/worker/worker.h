@@ -32,6 +32,7 @@
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
 #include "supervisor/util/timers.h"
+#include "supervisor/worker/after_exit.h"
 #include "supervisor/worker/environment.h"
 #include "supervisor/worker/process_signals.h"
 #include "supervisor/worker/restart_backoff.h"
@@ -170,7 +171,7 @@ class Worker final : private SurgeHost {
   // service (process_signals.h). Forgotten when the worker stops.
   engine::Signalled signal_process(pid_t pid, int signal, std::function<void()> on_exit,
                                    std::function<void()> on_left = nullptr) {
-    return signals_.signal(*cgroup_, pid, signal, std::move(on_exit), std::move(on_left));
+    return signals_.signal(*main_.cgroup, pid, signal, std::move(on_exit), std::move(on_left));
   }
   size_t signalled_processes() const { return signals_.size(); }
 
@@ -181,47 +182,27 @@ class Worker final : private SurgeHost {
   StopPhase phase() const { return phase_; }
 
   WorkerState state() const { return state_; }
-  cgroup::WorkerCgroup& cgroup() const { return *cgroup_; }
-  TimePoint started_at() const { return started_at_; }
+  cgroup::WorkerCgroup& cgroup() const { return *main_.cgroup; }
+  TimePoint started_at() const { return main_.started; }
   const std::string& name() const { return name_; }
   const config::ProgramConfig& program() const { return *program_; }
   unsigned slot() const { return slot_; }
-  unsigned generation() const { return generation_; }
+  unsigned generation() const { return main_.generation; }
   std::optional<pid_t> pid() const;
   // How the last run ended (the failure, for a failed start).
-  std::optional<ExitStatus> last_exit() const { return last_exit_; }
+  std::optional<ExitStatus> last_exit() const { return history_.last_exit; }
   // Starts that followed a recycle, and runs that ended on their own and not
   // cleanly (a crash, a kill nobody asked for, an OOM kill, a failed start).
-  uint64_t recycles() const { return recycles_; }
-  uint64_t crashes() const { return crashes_; }
+  uint64_t recycles() const { return history_.recycles; }
+  uint64_t crashes() const { return history_.crashes; }
   // RECYCLER_RECYCLE_REASON of the last start that followed a recycle.
-  const std::string& last_recycle_reason() const { return last_recycle_reason_; }
+  const std::string& last_recycle_reason() const { return history_.last_recycle_reason; }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout = Surge::kDrainTimeout;
   static constexpr Duration kDrainPoll = Surge::kDrainPoll;
 
  private:
-  // What the slot does once the running main process has exited and its
-  // cgroup has drained (after_drain), as systemd's service_enter_* would:
-  struct AfterExit {
-    enum class Then {
-      Restart,  // it ended on its own: restart.mode decides, after the backoff
-      Replace,  // recycled: a fresh start after `delay`, with `cause`
-      Resume,   // asked to checkpoint: a clean exit, or death by `signal`, ends the
-                // recycle (a start at once, with `cause`); any other end is Restart's
-      Stop,     // stopped for good (stop(), kill()): overrides the others
-    };
-    Then then = Then::Restart;
-    Duration delay{0};
-    std::optional<RecycleCause> cause;
-    int signal = 0;  // Resume: checkpoint()'s signal (0: expect_clean_exit() alone)
-    // A recycle was asked of this run: the engine counts its end as one, a
-    // stop meanwhile notwithstanding (recycling()).
-    bool recycled = false;
-  };
-  static const char* to_string(AfterExit::Then then);
-
   // SurgeHost (surge.h): what a surge needs of the main generation.
   Main main_generation() const override;
   Result<std::unique_ptr<Process>> launch(unsigned generation,
@@ -233,51 +214,42 @@ class Worker final : private SurgeHost {
   void recycle_by_restart(RecycleCause cause) override;
   void sides_gone() override { finish_stop(); }
 
-  void exited(unsigned generation, ExitStatus status);
   // A stop of the slot, or its main process's exit, during a surge.
   void end_surge(bool all);
   void set_state(WorkerState s);
   void spawn();
-  OutputTag output_tag();
   void on_exit(ExitStatus status);
   void report_exit(const ExitStatus& status, Duration uptime);
   void drain(TimePoint deadline);
   void after_drain();
-  AfterExit resume_or_restart(AfterExit after);
   void replace(Duration delay, std::optional<RecycleCause> cause);
-  void enter_replace(Duration delay, RecycleCause cause);
   void schedule_restart(Duration uptime, bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
-  void set_phase(StopPhase phase);
 
   WorkerServices& ctx_;
   WorkerObserver* observer_ = nullptr;
   std::shared_ptr<const config::ProgramConfig> program_;
   unsigned slot_;
   std::string name_;
-  std::unique_ptr<cgroup::WorkerCgroup> cgroup_;
   std::string notify_socket_;
   std::shared_ptr<const listen::Set> sockets_;
-  unsigned variant_ = 0;  // of cgroup_
+  GenerationRun main_;  // the running generation, or the last one
   Surge surge_;
   ProcessSignals signals_;  // single processes signalled, until they exit
   RestartBackoff backoff_;
   CrashLoopDetector crash_loop_;
 
   WorkerState state_ = WorkerState::Stopped;
-  unsigned generation_ = 0;
-  std::unique_ptr<Process> process_;
-  TimePoint started_at_{};
-  std::optional<uint64_t> oom_kills_at_start_;
-  std::optional<ExitStatus> last_exit_;
-  uint64_t recycles_ = 0;
-  uint64_t crashes_ = 0;
-  std::string last_recycle_reason_;
-  Duration last_uptime_{0};
+  // What the slot's runs have come to, across restarts.
+  struct History {
+    std::optional<ExitStatus> last_exit;
+    uint64_t recycles = 0;
+    uint64_t crashes = 0;
+    std::string last_recycle_reason;
+    Duration last_uptime{0};
+  } history_;
   AfterExit after_exit_;
-  bool stopping_for_good() const { return after_exit_.then == AfterExit::Then::Stop; }
-  void enter_stop();
   std::optional<RecycleCause> start_cause_;  // the next start's (a replacement's environment)
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
