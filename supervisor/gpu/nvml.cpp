@@ -86,6 +86,140 @@ bool driver_lost(nvmlReturn_t r) {
          r == NVML_ERROR_DRIVER_NOT_LOADED;
 }
 
+// A call that ends a query: the device count could not be read, or the
+// driver went away.
+struct FailedCall {
+  const char* call;
+  nvmlReturn_t r;
+};
+
+// One query under way: the functions, the buffer process lists are read into
+// (reused from pool to pool) and what has been read so far.
+struct Reading {
+  const Nvml::Api& api;
+  unsigned& capacity;  // Nvml's: the next query starts with what was enough
+  std::vector<nvmlProcessInfo_t> infos;
+  Snapshot snap;
+
+  // `where` could not be read: nobody's figure is known, and the note says why.
+  void skip(const std::string& where, const char* call, nvmlReturn_t r) {
+    snap.complete = false;
+    snap.notes.push_back(where + ": " + api.what(call, r));
+  }
+};
+
+// The list changes between calls: grow the buffer to what NVML says it
+// needs (plus room for newcomers) and ask again, a bounded number of times.
+// The list is left in q.infos, its length in `n`.
+nvmlReturn_t read_process_list(Reading& q, nvmlDevice_t h, unsigned& n) {
+  nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+  for (int tries = 0; tries < Nvml::kMaxTries && r == NVML_ERROR_INSUFFICIENT_SIZE; ++tries) {
+    q.infos.resize(q.capacity);
+    n = q.capacity;
+    r = q.api.processes(h, &n, q.infos.data());
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE)
+      q.capacity = std::min(Nvml::kMaxProcesses, std::max(n, q.capacity) + q.capacity / 2 + 8);
+  }
+  return r;
+}
+
+// The first `n` processes of q.infos, as uses of the device about to be added;
+// whether NVML gave a figure for any of them.
+bool add_uses(Reading& q, unsigned n) {
+  size_t at = q.snap.devices.size();
+  bool any_known = false;
+  for (unsigned i = 0; i < n; ++i) {
+    ProcessUse use{static_cast<pid_t>(q.infos[i].pid), at, std::nullopt};
+    if (q.infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
+      use.bytes = q.infos[i].usedGpuMemory;
+      any_known = true;
+    }
+    q.snap.uses.push_back(use);
+  }
+  return any_known;
+}
+
+// Reads one pool's total and processes into q.snap, or skips it with a note.
+// NVML_SUCCESS, else the answer that said the driver is gone.
+nvmlReturn_t read_pool(Reading& q, nvmlDevice_t h, Device device) {
+  nvmlMemory_t memory{};
+  if (nvmlReturn_t r = q.api.memory(h, &memory); r != NVML_SUCCESS) {
+    if (driver_lost(r)) return r;
+    q.skip(device.label(), "nvmlDeviceGetMemoryInfo", r);
+    return NVML_SUCCESS;
+  }
+  device.total = memory.total;
+  unsigned n = 0;
+  if (nvmlReturn_t r = read_process_list(q, h, n); r != NVML_SUCCESS) {
+    if (driver_lost(r)) return r;
+    q.skip(device.label(), "nvmlDeviceGetComputeRunningProcesses_v3", r);
+    return NVML_SUCCESS;
+  }
+  n = std::min<unsigned>(n, static_cast<unsigned>(q.infos.size()));
+  bool any_known = add_uses(q, n);
+  device.per_process_unavailable = n > 0 && !any_known;
+  q.snap.devices.push_back(device);
+  return NVML_SUCCESS;
+}
+
+// How many MIG instance positions GPU `h` has; none when MIG is off there or
+// cannot be asked about.
+std::optional<unsigned> mig_positions(const Nvml::Api& api, nvmlDevice_t h) {
+  unsigned current = 0, pending = 0;
+  bool mig = api.mig_mode && api.mig_mode(h, &current, &pending) == NVML_SUCCESS &&
+             current == NVML_DEVICE_MIG_ENABLE;
+  unsigned mig_max = 0;
+  if (!mig || api.mig_count(h, &mig_max) != NVML_SUCCESS) return std::nullopt;
+  return mig_max;
+}
+
+// Each instance is its own memory; the parent would list its processes
+// without figures.
+std::optional<FailedCall> read_mig_instances(Reading& q, nvmlDevice_t h, unsigned i,
+                                             unsigned positions) {
+  for (unsigned k = 0; k < positions; ++k) {
+    nvmlDevice_t instance = nullptr;
+    nvmlReturn_t r = q.api.mig_handle(h, k, &instance);
+    if (r == NVML_ERROR_NOT_FOUND) continue;  // no instance at this position
+    if (r != NVML_SUCCESS) {
+      if (driver_lost(r)) return FailedCall{"nvmlDeviceGetMigDeviceHandleByIndex", r};
+      q.skip("GPU " + std::to_string(i) + " MIG " + std::to_string(k),
+             "nvmlDeviceGetMigDeviceHandleByIndex", r);
+      continue;
+    }
+    if (nvmlReturn_t lost = read_pool(q, instance, Device{i, static_cast<int>(k)});
+        lost != NVML_SUCCESS)
+      return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", lost};
+  }
+  return std::nullopt;
+}
+
+// Reads GPU `i`: the whole GPU, or instance by instance when MIG is on.
+std::optional<FailedCall> read_device(Reading& q, unsigned i) {
+  nvmlDevice_t h = nullptr;
+  if (nvmlReturn_t r = q.api.handle(i, &h); r != NVML_SUCCESS) {
+    if (driver_lost(r)) return FailedCall{"nvmlDeviceGetHandleByIndex_v2", r};
+    q.skip("GPU " + std::to_string(i), "nvmlDeviceGetHandleByIndex_v2", r);
+    return std::nullopt;
+  }
+  if (std::optional<unsigned> positions = mig_positions(q.api, h))
+    return read_mig_instances(q, h, i, *positions);
+  if (nvmlReturn_t lost = read_pool(q, h, Device{i}); lost != NVML_SUCCESS)
+    return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", lost};
+  return std::nullopt;
+}
+
+// Said once per query, for each device whose processes NVML lists without
+// figures.
+void note_unavailable_figures(Snapshot& snap, bool has_mig) {
+  for (const Device& d : snap.devices)
+    if (d.per_process_unavailable)
+      snap.notes.push_back(d.label() + ": NVML lists processes but not their memory" +
+                           (has_mig ? std::string()
+                                    : " (with MIG enabled, per-process figures need the "
+                                      "driver's MIG functions, which this library lacks)"));
+}
+
 }  // namespace
 
 std::string Device::label() const {
@@ -123,108 +257,23 @@ Result<Snapshot> Nvml::query() {
     if (nvmlReturn_t r = api.init(); r != NVML_SUCCESS) return Error{api.what("nvmlInit_v2", r)};
     initialised_ = true;
   }
-  // A call that says the driver is gone ends the query; shut NVML down so
-  // that the next query starts over.
-  auto lost = [&](const char* call, nvmlReturn_t r) -> Result<Snapshot> {
-    if (driver_lost(r)) {
+  Reading q{api, capacity_, {}, {}};
+  std::optional<FailedCall> failed;
+  unsigned count = 0;
+  if (nvmlReturn_t r = api.count(&count); r != NVML_SUCCESS)
+    failed = FailedCall{"nvmlDeviceGetCount_v2", r};
+  for (unsigned i = 0; !failed && i < count; ++i) failed = read_device(q, i);
+  if (failed) {
+    // A call that says the driver is gone ends the query; shut NVML down so
+    // that the next query starts over.
+    if (driver_lost(failed->r)) {
       api.shutdown();
       initialised_ = false;
     }
-    return Error{api.what(call, r)};
-  };
-
-  unsigned count = 0;
-  if (nvmlReturn_t r = api.count(&count); r != NVML_SUCCESS)
-    return lost("nvmlDeviceGetCount_v2", r);
-  Snapshot snap;
-  std::vector<nvmlProcessInfo_t> infos;
-  // Reads one pool's total and processes into snap; false: the driver is gone.
-  auto read_pool = [&](nvmlDevice_t h, Device device, nvmlReturn_t& failed) {
-    nvmlMemory_t memory{};
-    if (nvmlReturn_t r = api.memory(h, &memory); r != NVML_SUCCESS) {
-      if (driver_lost(r)) return failed = r, false;
-      snap.complete = false;
-      snap.notes.push_back(device.label() + ": " + api.what("nvmlDeviceGetMemoryInfo", r));
-      return true;
-    }
-    device.total = memory.total;
-    // The list changes between calls: grow the buffer to what NVML says it
-    // needs (plus room for newcomers) and ask again, a bounded number of times.
-    unsigned n = 0;
-    nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
-    for (int tries = 0; tries < kMaxTries && r == NVML_ERROR_INSUFFICIENT_SIZE; ++tries) {
-      infos.resize(capacity_);
-      n = capacity_;
-      r = api.processes(h, &n, infos.data());
-      if (r == NVML_ERROR_INSUFFICIENT_SIZE)
-        capacity_ = std::min(kMaxProcesses, std::max(n, capacity_) + capacity_ / 2 + 8);
-    }
-    if (r != NVML_SUCCESS) {
-      if (driver_lost(r)) return failed = r, false;
-      snap.complete = false;
-      snap.notes.push_back(device.label() + ": " +
-                           api.what("nvmlDeviceGetComputeRunningProcesses_v3", r));
-      return true;
-    }
-    n = std::min<unsigned>(n, static_cast<unsigned>(infos.size()));
-    size_t at = snap.devices.size();
-    bool any_known = false;
-    for (unsigned i = 0; i < n; ++i) {
-      ProcessUse use{static_cast<pid_t>(infos[i].pid), at, std::nullopt};
-      if (infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
-        use.bytes = infos[i].usedGpuMemory;
-        any_known = true;
-      }
-      snap.uses.push_back(use);
-    }
-    device.per_process_unavailable = n > 0 && !any_known;
-    snap.devices.push_back(device);
-    return true;
-  };
-
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t h = nullptr;
-    if (nvmlReturn_t r = api.handle(i, &h); r != NVML_SUCCESS) {
-      if (driver_lost(r)) return lost("nvmlDeviceGetHandleByIndex_v2", r);
-      snap.complete = false;
-      snap.notes.push_back("GPU " + std::to_string(i) + ": " +
-                           api.what("nvmlDeviceGetHandleByIndex_v2", r));
-      continue;
-    }
-    nvmlReturn_t failed = NVML_SUCCESS;
-    unsigned current = 0, pending = 0;
-    bool mig = api.mig_mode && api.mig_mode(h, &current, &pending) == NVML_SUCCESS &&
-               current == NVML_DEVICE_MIG_ENABLE;
-    unsigned mig_max = 0;
-    if (mig && api.mig_count(h, &mig_max) != NVML_SUCCESS) mig = false;
-    if (mig) {
-      // Each instance is its own memory; the parent would list its processes
-      // without figures.
-      for (unsigned k = 0; k < mig_max; ++k) {
-        nvmlDevice_t instance = nullptr;
-        nvmlReturn_t r = api.mig_handle(h, k, &instance);
-        if (r == NVML_ERROR_NOT_FOUND) continue;  // no instance at this position
-        if (r != NVML_SUCCESS) {
-          if (driver_lost(r)) return lost("nvmlDeviceGetMigDeviceHandleByIndex", r);
-          snap.complete = false;
-          snap.notes.push_back("GPU " + std::to_string(i) + " MIG " + std::to_string(k) + ": " +
-                               api.what("nvmlDeviceGetMigDeviceHandleByIndex", r));
-          continue;
-        }
-        if (!read_pool(instance, Device{i, static_cast<int>(k)}, failed))
-          return lost("nvmlDeviceGetComputeRunningProcesses_v3", failed);
-      }
-    } else if (!read_pool(h, Device{i}, failed)) {
-      return lost("nvmlDeviceGetComputeRunningProcesses_v3", failed);
-    }
+    return Error{api.what(failed->call, failed->r)};
   }
-  for (const Device& d : snap.devices)
-    if (d.per_process_unavailable)
-      snap.notes.push_back(d.label() + ": NVML lists processes but not their memory" +
-                           (has_mig() ? std::string()
-                                      : " (with MIG enabled, per-process figures need the "
-                                        "driver's MIG functions, which this library lacks)"));
-  return snap;
+  note_unavailable_figures(q.snap, has_mig());
+  return std::move(q.snap);
 }
 
 }  // namespace recycler::gpu
