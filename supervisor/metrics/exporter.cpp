@@ -49,11 +49,8 @@ void per_worker(TextWriter& w, const SupervisorStatus& s, std::string_view name,
     }
 }
 
-void worker_series(TextWriter& w, const SupervisorStatus& s) {
-  per_worker(w, s, "recycler_worker_up", "Whether the worker slot's process is running (1) or not.",
-             Type::Gauge, [&](const WorkerStatus& x, Label program, Label slot) {
-               w.sample("recycler_worker_up", {program, slot}, uint64_t{x.running() ? 1u : 0u});
-             });
+// Memory: what each worker holds, and the limits its policies compare it with.
+void worker_memory_series(TextWriter& w, const SupervisorStatus& s) {
   per_worker(
       w, s, "recycler_worker_memory_bytes",
       "The worker's memory at its last sample, by metric (current, anon, file: its "
@@ -88,6 +85,11 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
                  w.sample("recycler_worker_process_memory_limit_bytes",
                           {program, slot, {"metric", x.memory_metric}}, *x.limit);
              });
+}
+
+// The worker's current run: its load, its start, and how often the slot was
+// restarted.
+void worker_run_series(TextWriter& w, const SupervisorStatus& s) {
   per_worker(w, s, "recycler_worker_requests_total",
              "Requests the worker's current run has served (resets when it restarts).",
              Type::Counter, [&](const WorkerStatus& x, Label program, Label slot) {
@@ -121,6 +123,10 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
                w.sample("recycler_worker_restarts_total", {program, slot, {"cause", "crash"}},
                         x.restarts_crashes);
              });
+}
+
+// What the predicting policies expect.
+void worker_outlook_series(TextWriter& w, const SupervisorStatus& s) {
   per_worker(w, s, "recycler_worker_leak_slope_bytes_per_second",
              "How fast a predicting policy sees the worker's memory grow.", Type::Gauge,
              [&](const WorkerStatus& x, Label program, Label slot) {
@@ -135,6 +141,16 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
                  w.sample("recycler_worker_seconds_to_limit", {program, slot, {"policy", o.policy}},
                           o.seconds_to_limit);
              });
+}
+
+void worker_series(TextWriter& w, const SupervisorStatus& s) {
+  per_worker(w, s, "recycler_worker_up", "Whether the worker slot's process is running (1) or not.",
+             Type::Gauge, [&](const WorkerStatus& x, Label program, Label slot) {
+               w.sample("recycler_worker_up", {program, slot}, uint64_t{x.running() ? 1u : 0u});
+             });
+  worker_memory_series(w, s);
+  worker_run_series(w, s);
+  worker_outlook_series(w, s);
 }
 
 void program_counters(TextWriter& w, const SupervisorStatus& s) {
