@@ -67,6 +67,81 @@ std::string name_of(const WorkerId& id) {
   return id.program + "[" + std::to_string(id.slot) + "]";
 }
 
+// Which processes of a table descend from recycler, memoised along each
+// chain: a scan asks about every process, and siblings share their ancestors.
+class Descendants {
+ public:
+  Descendants(const std::map<pid_t, Proc>& table, pid_t self) : table_(table), self_(self) {}
+
+  bool contains(pid_t pid) {
+    std::vector<pid_t> chain;
+    bool result = false;
+    for (pid_t p = pid; static_cast<int>(chain.size()) < kMaxDepth;) {
+      if (p == self_) {
+        result = true;
+        break;
+      }
+      if (auto m = below_.find(p); m != below_.end()) {
+        result = m->second;
+        break;
+      }
+      auto it = table_.find(p);
+      if (it == table_.end() || p <= 1) break;
+      chain.push_back(p);
+      p = it->second.ppid;
+    }
+    for (pid_t c : chain) below_[c] = result;
+    return result;
+  }
+
+ private:
+  const std::map<pid_t, Proc>& table_;
+  pid_t self_;
+  std::map<pid_t, bool> below_;
+};
+
+// The worker of a process's nearest ancestor inside one, walking up from its
+// parent `ppid` to recycler (`self`); `worker_of` says which worker a pid is in.
+template <typename WorkerOf>
+std::optional<WorkerId> nearest_ancestor_worker(const std::map<pid_t, Proc>& table, pid_t ppid,
+                                                pid_t self, WorkerOf worker_of) {
+  std::optional<WorkerId> from;
+  for (pid_t a = ppid; !from && a != self;) {
+    from = worker_of(a);
+    auto it = table.find(a);
+    if (it == table.end()) break;
+    a = it->second.ppid;
+  }
+  return from;
+}
+
+// The worker of the latest run whose main process led `session`.
+std::optional<WorkerId> session_worker(const std::deque<std::pair<pid_t, WorkerId>>& sessions,
+                                       pid_t session) {
+  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it)
+    if (it->first == session) return it->second;
+  return std::nullopt;
+}
+
+void report_escape(const std::string& proc, pid_t pid, const std::optional<WorkerId>& from) {
+  std::string comm = comm_of(proc, pid);
+  if (from) {
+    std::string name = name_of(*from);
+    log::event(log::Level::Warn, "escaped",
+               fmt::format("{}: pid {} ({}) has left its cgroup: no limit applies to it and "
+                           "its memory no longer counts; it will be killed when {} stops "
+                           "(run workers with user: to prevent this)",
+                           name, pid, comm, name),
+               {{"program", from->program}, {"slot", from->slot}, {"pid", pid}});
+  } else {
+    log::event(log::Level::Warn, "escaped",
+               fmt::format("pid {} ({}), started by a worker, is in no worker's cgroup; it "
+                           "will be killed when recycler stops",
+                           pid, comm),
+               {{"pid", pid}});
+  }
+}
+
 }  // namespace
 
 EscapeTracker::EscapeTracker(std::string proc, pid_t self, const cgroup::Manager& cgroups)
@@ -77,78 +152,37 @@ void EscapeTracker::started(const WorkerId& worker, pid_t pid) {
   sessions_.emplace_back(pid, worker);
 }
 
+std::optional<WorkerId> EscapeTracker::worker_in(const std::map<pid_t, Known>& known, pid_t pid,
+                                                 std::optional<uint64_t> start) {
+  auto it = known.find(pid);
+  if (it == known.end() || (start && it->second.start != *start)) return std::nullopt;
+  return it->second.worker;
+}
+
 void EscapeTracker::scan() {
   std::map<pid_t, Proc> table = read_table(proc_);
-  // Which processes descend from recycler (memoised along each chain).
-  std::map<pid_t, bool> below;
-  auto descends = [&](pid_t pid) {
-    std::vector<pid_t> chain;
-    bool result = false;
-    for (pid_t p = pid; static_cast<int>(chain.size()) < kMaxDepth;) {
-      if (p == self_) {
-        result = true;
-        break;
-      }
-      if (auto m = below.find(p); m != below.end()) {
-        result = m->second;
-        break;
-      }
-      auto it = table.find(p);
-      if (it == table.end() || p <= 1) break;
-      chain.push_back(p);
-      p = it->second.ppid;
-    }
-    for (pid_t c : chain) below[c] = result;
-    return result;
-  };
+  Descendants descendants(table, self_);
   std::map<pid_t, Known> members;
   std::vector<pid_t> outside;
   for (const auto& [pid, p] : table) {
-    if (pid == self_ || !descends(pid)) continue;
+    if (pid == self_ || !descendants.contains(pid)) continue;
     if (auto owner = cgroups_.owner_of(pid))
       members[pid] = Known{p.start, std::move(owner)};
     else
       outside.push_back(pid);
   }
-  auto worker_in = [&](const std::map<pid_t, Known>& known, pid_t pid,
-                       std::optional<uint64_t> start) -> std::optional<WorkerId> {
-    auto it = known.find(pid);
-    if (it == known.end() || (start && it->second.start != *start)) return std::nullopt;
-    return it->second.worker;
-  };
   for (pid_t pid : outside) {
     const Proc& p = table.at(pid);
     if (auto it = escaped_.find(pid); it != escaped_.end() && it->second.start == p.start) continue;
-    std::optional<WorkerId> from;
-    // Its nearest ancestor inside a worker...
-    for (pid_t a = p.ppid; !from && a != self_;) {
-      from = worker_in(members, a, std::nullopt);
-      auto it = table.find(a);
-      if (it == table.end()) break;
-      a = it->second.ppid;
-    }
-    // ...else the worker it was in at the last scan, else the one whose
-    // session it is in (a worker's main process leads its session).
+    // Its nearest ancestor inside a worker, else the worker it was in at the
+    // last scan, else the one whose session it is in (a worker's main process
+    // leads its session).
+    std::optional<WorkerId> from = nearest_ancestor_worker(
+        table, p.ppid, self_, [&](pid_t a) { return worker_in(members, a, std::nullopt); });
     if (!from) from = worker_in(members_, pid, p.start);
-    for (auto it = sessions_.rbegin(); !from && it != sessions_.rend(); ++it)
-      if (it->first == p.session) from = it->second;
+    if (!from) from = session_worker(sessions_, p.session);
     escaped_[pid] = Known{p.start, from};
-    std::string comm = comm_of(proc_, pid);
-    if (from) {
-      std::string name = name_of(*from);
-      log::event(log::Level::Warn, "escaped",
-                 fmt::format("{}: pid {} ({}) has left its cgroup: no limit applies to it and "
-                             "its memory no longer counts; it will be killed when {} stops "
-                             "(run workers with user: to prevent this)",
-                             name, pid, comm, name),
-                 {{"program", from->program}, {"slot", from->slot}, {"pid", pid}});
-    } else {
-      log::event(log::Level::Warn, "escaped",
-                 fmt::format("pid {} ({}), started by a worker, is in no worker's cgroup; it "
-                             "will be killed when recycler stops",
-                             pid, comm),
-                 {{"pid", pid}});
-    }
+    report_escape(proc_, pid, from);
   }
   std::erase_if(escaped_, [&](const auto& e) {
     auto it = table.find(e.first);

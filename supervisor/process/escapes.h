@@ -64,6 +64,10 @@ class EscapeTracker {
     std::optional<cgroup::WorkerId> worker;
   };
   bool signal_checked(pid_t pid, uint64_t start);
+  // The worker `known` places `pid` in, if the entry is of the same process
+  // (the same `start`; any, without one). For scan()'s attribution.
+  static std::optional<cgroup::WorkerId> worker_in(const std::map<pid_t, Known>& known, pid_t pid,
+                                                   std::optional<uint64_t> start);
 
   std::string proc_;
   pid_t self_;
