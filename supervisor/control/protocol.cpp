@@ -31,6 +31,128 @@ Json optional_json(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
 }
 
+// A key said twice (nlohmann keeps the last) is refused: what recycler
+// reads must be what a log or a proxy in front of it reads too.
+Result<Json> parse_request_object(std::string_view line) {
+  std::vector<std::vector<std::string>> seen;  // the keys of each object open
+  std::string twice;
+  auto keys = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) seen.emplace_back();
+    if (event == Json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
+    if (event == Json::parse_event_t::key && !seen.empty() && parsed.is_string()) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      auto& in = seen.back();
+      if (twice.empty() && std::find(in.begin(), in.end(), key) != in.end()) twice = key;
+      in.push_back(key);
+    }
+    return true;
+  };
+  Json j = Json::parse(line.begin(), line.end(), keys, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"not JSON: expected one JSON object per line"};
+  if (!j.is_object()) return Error{"not a JSON object: expected {\"command\": ...}"};
+  if (!twice.empty()) return Error{"key " + shown(twice) + " given twice"};
+  return j;
+}
+
+Status check_request_keys(const Json& j) {
+  for (const auto& [key, value] : j.items())
+    if (std::find(std::begin(kRequestKeys), std::end(kRequestKeys), key) == std::end(kRequestKeys))
+      return Error{"unknown key " + shown(key)};
+  return Ok{};
+}
+
+Result<Command> request_command(const Json& j) {
+  auto command = j.find("command");
+  if (command == j.end() || !command->is_string())
+    return Error{"\"command\" is missing or not a string"};
+  auto c = parse_command(command->get_ref<const std::string&>());
+  if (!c) return Error{"unknown command " + shown(command->get_ref<const std::string&>())};
+  return *c;
+}
+
+Status read_targets(const Json& j, Request& r) {
+  auto targets = j.find("targets");
+  if (targets == j.end()) return Ok{};
+  if (!targets->is_array()) return Error{"\"targets\" must be an array of strings"};
+  if (targets->size() > kMaxTargets)
+    return Error{"\"targets\": at most " + std::to_string(kMaxTargets)};
+  for (const Json& t : *targets) {
+    if (!t.is_string()) return Error{"\"targets\" must be an array of strings"};
+    auto target = parse_target(t.get_ref<const std::string&>());
+    if (!target) return Error{"\"targets\": " + target.error().message};
+    r.targets.push_back(std::move(*target));
+  }
+  return Ok{};
+}
+
+// The commands that act on programs need targets; status and logs may take
+// some; the others take none.
+Status check_targets_fit(const Request& r) {
+  bool acts = r.command == Command::Start || r.command == Command::Stop ||
+              r.command == Command::Restart || r.command == Command::Recycle ||
+              r.command == Command::Signal;
+  if (acts && r.targets.empty())
+    return Error{std::string(to_string(r.command)) + ": name at least one program in \"targets\""};
+  if (!acts && r.command != Command::Status && r.command != Command::Logs && !r.targets.empty())
+    return Error{std::string(to_string(r.command)) + " takes no \"targets\""};
+  return Ok{};
+}
+
+Status read_signal(const Json& j, Request& r) {
+  auto signal = j.find("signal");
+  if (signal == j.end()) {
+    if (r.command == Command::Signal) return Error{"signal: \"signal\" is missing"};
+    return Ok{};
+  }
+  if (r.command != Command::Signal) return Error{"\"signal\" is for the signal command only"};
+  if (!signal->is_string()) return Error{"\"signal\" must be a signal name such as \"HUP\""};
+  std::string why;
+  auto sig = units::parse_signal(signal->get_ref<const std::string&>(), &why);
+  if (!sig) return Error{"\"signal\": " + why};
+  r.signal = *sig;
+  return Ok{};
+}
+
+// "follow" and "lines": of the events and logs commands only.
+Status read_follow_and_lines(const Json& j, Request& r) {
+  bool reads_ring = r.command == Command::Events || r.command == Command::Logs;
+  if (auto follow = j.find("follow"); follow != j.end()) {
+    if (!reads_ring || !follow->is_boolean())
+      return Error{"\"follow\" is a boolean of the events and logs commands"};
+    r.follow = follow->get<bool>();
+  }
+  if (auto lines = j.find("lines"); lines != j.end()) {
+    if (!reads_ring || !lines->is_number_unsigned())
+      return Error{"\"lines\" is a count (0 or more) of the events and logs commands"};
+    size_t most = r.command == Command::Logs ? kLogRingLines : kEventRingSize;
+    r.lines = static_cast<size_t>(std::min<uint64_t>(lines->get<uint64_t>(), most));
+  }
+  return Ok{};
+}
+
+std::optional<uint64_t> unsigned_at(const Json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<uint64_t>();
+}
+
+// One entry of a status's "processes"; a pid out of range is left unset.
+ProcessStatus process_from_json(const Json& o) {
+  constexpr int64_t kMaxPid = std::numeric_limits<pid_t>::max();
+  ProcessStatus p;
+  if (auto it = o.find("pid"); it != o.end() && it->is_number_integer()) {
+    int64_t pid = it->get<int64_t>();
+    if (pid > 0 && pid <= kMaxPid) p.pid = static_cast<pid_t>(pid);
+  }
+  if (auto it = o.find("main"); it != o.end() && it->is_boolean()) p.main = it->get<bool>();
+  if (auto it = o.find("recycling"); it != o.end() && it->is_boolean())
+    p.recycling = it->get<bool>();
+  p.memory = unsigned_at(o, "memory");
+  p.requests = unsigned_at(o, "requests");
+  p.request_limit = unsigned_at(o, "request_limit");
+  return p;
+}
+
 }  // namespace
 
 const char* to_string(Command command) {
@@ -77,76 +199,17 @@ Result<Target> parse_target(std::string_view text) {
 Result<Request> parse_request(std::string_view line) {
   if (line.size() > kMaxRequestBytes)
     return Error{"request too long (at most " + std::to_string(kMaxRequestBytes) + " bytes)"};
-  // A key said twice (nlohmann keeps the last) is refused: what recycler
-  // reads must be what a log or a proxy in front of it reads too.
-  std::vector<std::vector<std::string>> seen;  // the keys of each object open
-  std::string twice;
-  auto keys = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) seen.emplace_back();
-    if (event == Json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
-    if (event == Json::parse_event_t::key && !seen.empty() && parsed.is_string()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      auto& in = seen.back();
-      if (twice.empty() && std::find(in.begin(), in.end(), key) != in.end()) twice = key;
-      in.push_back(key);
-    }
-    return true;
-  };
-  Json j = Json::parse(line.begin(), line.end(), keys, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{"not JSON: expected one JSON object per line"};
-  if (!j.is_object()) return Error{"not a JSON object: expected {\"command\": ...}"};
-  if (!twice.empty()) return Error{"key " + shown(twice) + " given twice"};
-  for (const auto& [key, value] : j.items())
-    if (std::find(std::begin(kRequestKeys), std::end(kRequestKeys), key) == std::end(kRequestKeys))
-      return Error{"unknown key " + shown(key)};
-  auto command = j.find("command");
-  if (command == j.end() || !command->is_string())
-    return Error{"\"command\" is missing or not a string"};
+  Result<Json> j = parse_request_object(line);
+  if (!j) return j.error();
+  if (Status known = check_request_keys(*j); !known) return known.error();
+  Result<Command> command = request_command(*j);
+  if (!command) return command.error();
   Request r;
-  auto c = parse_command(command->get_ref<const std::string&>());
-  if (!c) return Error{"unknown command " + shown(command->get_ref<const std::string&>())};
-  r.command = *c;
-  if (auto targets = j.find("targets"); targets != j.end()) {
-    if (!targets->is_array()) return Error{"\"targets\" must be an array of strings"};
-    if (targets->size() > kMaxTargets)
-      return Error{"\"targets\": at most " + std::to_string(kMaxTargets)};
-    for (const Json& t : *targets) {
-      if (!t.is_string()) return Error{"\"targets\" must be an array of strings"};
-      auto target = parse_target(t.get_ref<const std::string&>());
-      if (!target) return Error{"\"targets\": " + target.error().message};
-      r.targets.push_back(std::move(*target));
-    }
-  }
-  bool acts = r.command == Command::Start || r.command == Command::Stop ||
-              r.command == Command::Restart || r.command == Command::Recycle ||
-              r.command == Command::Signal;
-  if (acts && r.targets.empty())
-    return Error{std::string(to_string(r.command)) + ": name at least one program in \"targets\""};
-  if (!acts && r.command != Command::Status && r.command != Command::Logs && !r.targets.empty())
-    return Error{std::string(to_string(r.command)) + " takes no \"targets\""};
-  if (auto signal = j.find("signal"); signal != j.end()) {
-    if (r.command != Command::Signal) return Error{"\"signal\" is for the signal command only"};
-    if (!signal->is_string()) return Error{"\"signal\" must be a signal name such as \"HUP\""};
-    std::string why;
-    auto sig = units::parse_signal(signal->get_ref<const std::string&>(), &why);
-    if (!sig) return Error{"\"signal\": " + why};
-    r.signal = *sig;
-  } else if (r.command == Command::Signal) {
-    return Error{"signal: \"signal\" is missing"};
-  }
-  if (auto follow = j.find("follow"); follow != j.end()) {
-    bool follows = r.command == Command::Events || r.command == Command::Logs;
-    if (!follows || !follow->is_boolean())
-      return Error{"\"follow\" is a boolean of the events and logs commands"};
-    r.follow = follow->get<bool>();
-  }
-  if (auto lines = j.find("lines"); lines != j.end()) {
-    bool counts = r.command == Command::Events || r.command == Command::Logs;
-    if (!counts || !lines->is_number_unsigned())
-      return Error{"\"lines\" is a count (0 or more) of the events and logs commands"};
-    size_t most = r.command == Command::Logs ? kLogRingLines : kEventRingSize;
-    r.lines = static_cast<size_t>(std::min<uint64_t>(lines->get<uint64_t>(), most));
-  }
+  r.command = *command;
+  if (Status s = read_targets(*j, r); !s) return s.error();
+  if (Status s = check_targets_fit(r); !s) return s.error();
+  if (Status s = read_signal(*j, r); !s) return s.error();
+  if (Status s = read_follow_and_lines(*j, r); !s) return s.error();
   return r;
 }
 
@@ -275,27 +338,10 @@ WorkerStatus worker_from_json(const Json& j) {
   if (auto* v = get("memory_scope"); v && v->is_string()) w.memory_scope = v->get<std::string>();
   if (auto* v = get("process_memory"); v && v->is_number_unsigned())
     w.process_memory = v->get<uint64_t>();
-  constexpr int64_t kMaxPid = std::numeric_limits<pid_t>::max();
-  auto number = [](const Json& o, const char* key) -> std::optional<uint64_t> {
-    auto it = o.find(key);
-    if (it == o.end() || !it->is_number_unsigned()) return std::nullopt;
-    return it->get<uint64_t>();
-  };
   if (auto* v = get("processes"); v && v->is_array())
-    for (const Json& o : *v) {
-      if (!o.is_object() || w.processes.size() >= kMaxStatusProcesses) continue;
-      ProcessStatus& p = w.processes.emplace_back();
-      if (auto it = o.find("pid"); it != o.end() && it->is_number_integer()) {
-        int64_t pid = it->get<int64_t>();
-        if (pid > 0 && pid <= kMaxPid) p.pid = static_cast<pid_t>(pid);
-      }
-      if (auto it = o.find("main"); it != o.end() && it->is_boolean()) p.main = it->get<bool>();
-      if (auto it = o.find("recycling"); it != o.end() && it->is_boolean())
-        p.recycling = it->get<bool>();
-      p.memory = number(o, "memory");
-      p.requests = number(o, "requests");
-      p.request_limit = number(o, "request_limit");
-    }
+    for (const Json& o : *v)
+      if (o.is_object() && w.processes.size() < kMaxStatusProcesses)
+        w.processes.push_back(process_from_json(o));
   if (auto* v = get("memory"); v && v->is_object())
     for (const auto& [k, n] : v->items())
       if (n.is_number_unsigned()) w.memory[k] = n.get<uint64_t>();
