@@ -93,6 +93,69 @@ void check_v2_delegation(Layout& layout, const Hierarchy& h) {
                           " (run recycler as root, or with Delegate=yes)";
 }
 
+// The cgroup filesystems mountinfo lists: the unified hierarchy, and the v1
+// hierarchies of the controllers recycler uses (the first mount of each).
+struct Mounts {
+  std::optional<std::string> v2;
+  std::vector<Hierarchy> v1;
+};
+
+Mounts find_mounts(const std::vector<MountEntry>& entries, const Paths& paths) {
+  Mounts found;
+  for (const MountEntry& m : entries) {
+    if (m.fstype == "cgroup2") {
+      // The unified hierarchy at the usual place wins over stray extra mounts.
+      if (!found.v2 || m.mount_point == "/sys/fs/cgroup") found.v2 = m.mount_point;
+    } else if (m.fstype == "cgroup") {
+      for (const char* c : {"memory", "pids", "cpu", "freezer"})
+        if (has_option(m.super_options, c) &&
+            std::none_of(found.v1.begin(), found.v1.end(),
+                         [&](auto& h) { return h.controller == c; }))
+          found.v1.push_back({c, paths.prefix + m.mount_point});
+    }
+  }
+  return found;
+}
+
+// v1 or hybrid: every hierarchy found, memory first; a relative root starts
+// at the top of each.
+void detect_v1(Layout& layout, const std::string& root, const std::vector<Hierarchy>& v1) {
+  layout.hierarchies = v1;
+  for (const char* c : kControllers)
+    if (std::none_of(v1.begin(), v1.end(), [&](auto& h) { return h.controller == c; }))
+      layout.missing.push_back(c);
+  // Keep memory first: it is where recycler reads procs and OOM counters.
+  std::stable_partition(layout.hierarchies.begin(), layout.hierarchies.end(),
+                        [](auto& h) { return h.controller == "memory"; });
+  layout.root = root.front() == '/' ? root : "/" + root;
+}
+
+// v2: a relative root starts at recycler's own cgroup; layout.not_enforced
+// says so when that cannot be told.
+void detect_v2(Layout& layout, const std::string& root, const std::string& mount,
+               const Paths& paths) {
+  Hierarchy h{"", paths.prefix + mount};
+  layout.hierarchies.push_back(h);
+  auto self = read_file(paths.self_cgroup);
+  auto own = self ? parse_v2_self_cgroup(*self) : std::nullopt;
+  if (!own) {
+    layout.not_enforced = "cannot tell recycler's own cgroup from " + paths.self_cgroup;
+    return;
+  }
+  layout.own = *own;
+  layout.root = root.front() == '/' ? root : join_path(layout.own, root);
+  // The real root cgroup has no cgroup.type; a namespace or delegated root does
+  // and, like any non-root cgroup, may not hold processes and enable controllers.
+  std::string own_dir = h.mount + (layout.own == "/" ? "" : layout.own);
+  bool under_own = layout.root.rfind(layout.own == "/" ? "/" : layout.own + "/", 0) == 0;
+  layout.needs_leaf = under_own && ::access((own_dir + "/cgroup.type").c_str(), F_OK) == 0;
+  auto available = read_file(own_dir + "/cgroup.controllers");
+  std::vector<std::string> have = available ? words(*available) : std::vector<std::string>{};
+  for (const char* c : kControllers)
+    if (std::find(have.begin(), have.end(), c) == have.end()) layout.missing.push_back(c);
+  if (layout.needs_leaf) check_v2_delegation(layout, h);
+}
+
 }  // namespace
 
 const char* to_string(Mode mode) {
@@ -188,54 +251,15 @@ Layout detect(const std::string& root, const Paths& paths) {
     layout.not_enforced = "cannot read " + paths.mountinfo + ": " + mountinfo.error().message;
     return layout;
   }
-  std::optional<std::string> v2_mount;
-  std::vector<Hierarchy> v1;
-  for (const MountEntry& m : parse_mountinfo(*mountinfo)) {
-    if (m.fstype == "cgroup2") {
-      // The unified hierarchy at the usual place wins over stray extra mounts.
-      if (!v2_mount || m.mount_point == "/sys/fs/cgroup") v2_mount = m.mount_point;
-    } else if (m.fstype == "cgroup") {
-      for (const char* c : {"memory", "pids", "cpu", "freezer"})
-        if (has_option(m.super_options, c) &&
-            std::none_of(v1.begin(), v1.end(), [&](auto& h) { return h.controller == c; }))
-          v1.push_back({c, paths.prefix + m.mount_point});
-    }
-  }
-  bool v1_useful =
-      std::any_of(v1.begin(), v1.end(), [](auto& h) { return h.controller != "freezer"; });
-
+  Mounts mounts = find_mounts(parse_mountinfo(*mountinfo), paths);
+  bool v1_useful = std::any_of(mounts.v1.begin(), mounts.v1.end(),
+                               [](auto& h) { return h.controller != "freezer"; });
   if (v1_useful) {
-    layout.mode = v2_mount ? Mode::Hybrid : Mode::V1;
-    layout.hierarchies = v1;
-    for (const char* c : kControllers)
-      if (std::none_of(v1.begin(), v1.end(), [&](auto& h) { return h.controller == c; }))
-        layout.missing.push_back(c);
-    // Keep memory first: it is where recycler reads procs and OOM counters.
-    std::stable_partition(layout.hierarchies.begin(), layout.hierarchies.end(),
-                          [](auto& h) { return h.controller == "memory"; });
-    layout.root = root.front() == '/' ? root : "/" + root;
-  } else if (v2_mount) {
+    layout.mode = mounts.v2 ? Mode::Hybrid : Mode::V1;
+    detect_v1(layout, root, mounts.v1);
+  } else if (mounts.v2) {
     layout.mode = Mode::V2;
-    Hierarchy h{"", paths.prefix + *v2_mount};
-    layout.hierarchies.push_back(h);
-    auto self = read_file(paths.self_cgroup);
-    auto own = self ? parse_v2_self_cgroup(*self) : std::nullopt;
-    if (!own) {
-      layout.not_enforced = "cannot tell recycler's own cgroup from " + paths.self_cgroup;
-      return layout;
-    }
-    layout.own = *own;
-    layout.root = root.front() == '/' ? root : join_path(layout.own, root);
-    // The real root cgroup has no cgroup.type; a namespace or delegated root does
-    // and, like any non-root cgroup, may not hold processes and enable controllers.
-    std::string own_dir = h.mount + (layout.own == "/" ? "" : layout.own);
-    bool under_own = layout.root.rfind(layout.own == "/" ? "/" : layout.own + "/", 0) == 0;
-    layout.needs_leaf = under_own && ::access((own_dir + "/cgroup.type").c_str(), F_OK) == 0;
-    auto available = read_file(own_dir + "/cgroup.controllers");
-    std::vector<std::string> have = available ? words(*available) : std::vector<std::string>{};
-    for (const char* c : kControllers)
-      if (std::find(have.begin(), have.end(), c) == have.end()) layout.missing.push_back(c);
-    if (layout.needs_leaf) check_v2_delegation(layout, h);
+    detect_v2(layout, root, *mounts.v2, paths);
   } else {
     layout.not_enforced = "no cgroup filesystem is mounted";
     return layout;
