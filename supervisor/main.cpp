@@ -247,45 +247,37 @@ std::string program_names(const config::Config& cfg) {
   return out;
 }
 
-int replay_command(const ReplayArgs& a) {
-  config::LoadResult loaded = config::load_file(a.config_file);
-  // Warnings (a command missing from PATH) are about running, not replaying.
-  for (const config::Diagnostic& d : loaded.errors) std::cerr << d.str() << "\n";
-  if (!loaded.config) return kUsageError;
-  const config::Config& cfg = *loaded.config;
-  const config::ProgramConfig* program = nullptr;
+// The program whose policies to replay: the one --program names, else the
+// only one. nullptr, said on stderr, when there is none.
+const config::ProgramConfig* replayed_program(const config::Config& cfg, const ReplayArgs& a) {
   if (!a.program.empty()) {
-    program = cfg.find(a.program);
+    const config::ProgramConfig* program = cfg.find(a.program);
     if (!program)
-      return usage_error("--program: no program " + units::quote(a.program) + " in " +
-                         a.config_file + "; its programs: " + program_names(cfg));
-  } else if (cfg.programs.size() == 1) {
-    program = &cfg.programs.front();
-  } else {
-    return usage_error("which program? give --program NAME; " + a.config_file +
-                       " has: " + program_names(cfg));
+      usage_error("--program: no program " + units::quote(a.program) + " in " + a.config_file +
+                  "; its programs: " + program_names(cfg));
+    return program;
   }
+  if (cfg.programs.size() == 1) return &cfg.programs.front();
+  usage_error("which program? give --program NAME; " + a.config_file +
+              " has: " + program_names(cfg));
+  return nullptr;
+}
 
-  auto samples = timeline::read_trace_file(a.trace);
-  if (!samples) {
-    std::cerr << escape_text(samples.error().message) << "\n";
-    return kUsageError;
-  }
-  timeline::ReplayRun run = timeline::replay_run(*program, *samples, {a.seed, a.stop_at_first});
+// The summary on stderr: what was replayed through which policies, and what
+// recycler would have carried out.
+void print_replay_summary(const ReplayArgs& a, const config::ProgramConfig& program,
+                          const std::vector<policies::Sample>& samples,
+                          const timeline::ReplayRun& run) {
   const std::vector<timeline::Replayed>& decisions = run.reported;
-  for (const timeline::Replayed& r : decisions) std::cout << timeline::to_json(r) << "\n";
-  std::cout.flush();
-
-  std::string policies;
-  for (const config::PolicyConfig& p : program->policies)
-    policies += (policies.empty() ? "" : ", ") + p.name;
-  std::cerr << "recycler: replayed " << samples->size() << " samples of " << a.trace;
-  if (!samples->empty())
-    std::cerr << " (t " << timeline::seconds(samples->front().t) << " to "
-              << timeline::seconds(samples->back().t) << " s)";
-  std::cerr << " through " << program->name << "'s policies ("
-            << (policies.empty() ? "none" : policies) << "): " << decisions.size() << " decision"
-            << (decisions.size() == 1 ? "" : "s")
+  std::string names;
+  for (const config::PolicyConfig& p : program.policies)
+    names += (names.empty() ? "" : ", ") + p.name;
+  std::cerr << "recycler: replayed " << samples.size() << " samples of " << a.trace;
+  if (!samples.empty())
+    std::cerr << " (t " << timeline::seconds(samples.front().t) << " to "
+              << timeline::seconds(samples.back().t) << " s)";
+  std::cerr << " through " << program.name << "'s policies (" << (names.empty() ? "none" : names)
+            << "): " << decisions.size() << " decision" << (decisions.size() == 1 ? "" : "s")
             << (a.stop_at_first && !decisions.empty() ? ", stopped at the first" : "");
   // What the runtime would have done with them: its precedence and queue.
   for (size_t i = 0; i < run.acted.size(); ++i) {
@@ -294,49 +286,75 @@ int replay_command(const ReplayArgs& a) {
               << " at " << r.t << " s (" << r.policy << " policy)";
   }
   std::cerr << "\n";
+}
+
+void note_trace_too_short(const config::PolicyConfig& p,
+                          const std::vector<policies::Sample>& samples) {
+  auto first = p.policy->first_decision();
+  policies::TimePoint end = samples.empty() ? policies::TimePoint{} : samples.back().t;
+  if (first && end.time_since_epoch() < first->after)
+    std::cerr << "recycler: note: the " << p.name << " policy decides nothing before "
+              << units::format_duration(first->after) << " after a start (" << first->why
+              << "); this trace ends at " << timeline::seconds(end)
+              << " s: it could not decide anything here\n";
+}
+
+void note_metric_unfilled(const config::PolicyConfig& p,
+                          const std::vector<policies::Sample>& samples) {
+  auto name = p.policy->metric();
+  auto metric = name ? policies::parse_metric(*name) : std::nullopt;
+  if (!metric) return;
+  bool filled = std::any_of(samples.begin(), samples.end(), [&](const policies::Sample& s) {
+    return policies::value(s, *metric).has_value();
+  });
+  if (!filled)
+    std::cerr << "recycler: note: the " << p.name << " policy reads " << *name << ", a column "
+              << (samples.empty() ? "of an empty trace" : "no row of this trace fills")
+              << ": it could not decide anything here\n";
+}
+
+int replay_command(const ReplayArgs& a) {
+  config::LoadResult loaded = config::load_file(a.config_file);
+  // Warnings (a command missing from PATH) are about running, not replaying.
+  for (const config::Diagnostic& d : loaded.errors) std::cerr << d.str() << "\n";
+  if (!loaded.config) return kUsageError;
+  const config::ProgramConfig* program = replayed_program(*loaded.config, a);
+  if (!program) return kUsageError;
+
+  auto samples = timeline::read_trace_file(a.trace);
+  if (!samples) {
+    std::cerr << escape_text(samples.error().message) << "\n";
+    return kUsageError;
+  }
+  timeline::ReplayRun run = timeline::replay_run(*program, *samples, {a.seed, a.stop_at_first});
+  for (const timeline::Replayed& r : run.reported) std::cout << timeline::to_json(r) << "\n";
+  std::cout.flush();
+  print_replay_summary(a, *program, *samples, run);
   // "0 decisions" from a column the trace never filled, or from a trace that
   // ends before a policy may decide, is no verdict on the policy: say so.
   for (const config::PolicyConfig& p : program->policies) {
-    auto first = p.policy->first_decision();
-    policies::TimePoint end = samples->empty() ? policies::TimePoint{} : samples->back().t;
-    if (first && end.time_since_epoch() < first->after)
-      std::cerr << "recycler: note: the " << p.name << " policy decides nothing before "
-                << units::format_duration(first->after) << " after a start (" << first->why
-                << "); this trace ends at " << timeline::seconds(end)
-                << " s: it could not decide anything here\n";
-    auto name = p.policy->metric();
-    auto metric = name ? policies::parse_metric(*name) : std::nullopt;
-    if (!metric) continue;
-    bool filled = std::any_of(samples->begin(), samples->end(), [&](const policies::Sample& s) {
-      return policies::value(s, *metric).has_value();
-    });
-    if (!filled)
-      std::cerr << "recycler: note: the " << p.name << " policy reads " << *name << ", a column "
-                << (samples->empty() ? "of an empty trace" : "no row of this trace fills")
-                << ": it could not decide anything here\n";
+    note_trace_too_short(p, *samples);
+    note_metric_unfilled(p, *samples);
   }
   return 0;
 }
 
-}  // namespace
+constexpr const char* kRunFooter =
+    "Forms:\n"
+    "  recycler run -c FILE                    the programs of a config file (SIGHUP reloads it)\n"
+    "  recycler run [OPTIONS] -- CMD [ARG...]  one command, no config file\n\n"
+    "Wrap mode's flags stand for the YAML a one-program file would hold (--recycle-at for a\n"
+    "memory policy, --leak, --max-requests, --max-lifetime, --checkpoint, --timeline): for\n"
+    "more (other metrics, several policies, scope: process, requests counted from output,\n"
+    "env, user, limits beyond memory) write a config file: see recycler.yaml(5)\n"
+    "(docs/configuration.md).\n\n"
+    "Exit status: 0 after SIGTERM/SIGINT or when every program has exited successfully; 1 on\n"
+    "failure; 2 for an invalid config or usage; in wrap mode, the command's own status once it\n"
+    "has exited for good (128+N when killed by signal N), 127 when it is not found and 126\n"
+    "when it cannot be run.";
 
-int main(int argc, char** argv) {
-  // A closed stderr or a worker's pipe must never kill the supervisor.
-  std::signal(SIGPIPE, SIG_IGN);
-
-  CLI::App app{
-      "recycler runs programs in their own cgroups, watches them, and recycles them "
-      "before the kernel's OOM killer does.",
-      "recycler"};
-  app.set_version_flag("-V,--version", "recycler " RECYCLER_VERSION);
-  app.require_subcommand(1);
-  app.footer("Run 'recycler SUBCOMMAND --help' for the options of each subcommand.");
-
-  RunOptions run;
-  CLI::App* run_cmd = app.add_subcommand(
-      "run", "Supervise programs in the foreground until SIGTERM/SIGINT (SIGHUP reloads -c FILE)");
-  run_cmd->add_option("-c,--config", run.config_file, "YAML config file with the programs to run");
-  config::WrapFlags& wrap = run.wrap;
+// Wrap mode's flags: they stand for the YAML a one-program file would hold.
+void add_wrap_options(CLI::App* run_cmd, config::WrapFlags& wrap) {
   run_cmd->add_option("--name", wrap.name,
                       "Wrap mode: program name (default: the command's basename)");
   run_cmd->add_option("--memory-max", wrap.memory_max,
@@ -373,6 +391,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--timeline", wrap.timeline,
                       "Wrap mode: record the command's memory samples and events under DIR (for "
                       "recycler replay)");
+}
+
+CLI::App* add_run_command(CLI::App& app, RunOptions& run) {
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Supervise programs in the foreground until SIGTERM/SIGINT (SIGHUP reloads -c FILE)");
+  run_cmd->add_option("-c,--config", run.config_file, "YAML config file with the programs to run");
+  add_wrap_options(run_cmd, run.wrap);
   run_cmd->add_option("--cgroup-root", run.cgroup_root,
                       "Where worker cgroups go, instead of the file's cgroup_root (wrap mode: "
                       "instead of recycler-run/NAME.PID); default: $RECYCLER_CGROUP_ROOT");
@@ -383,30 +408,21 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(enum_names(config::kLogFormats)));
   run_cmd->add_option("--log-level", run.log_level, "Override log.level")
       ->check(CLI::IsMember(enum_names(config::kLogLevels)));
-  run_cmd->add_option("command", wrap.command, "Wrap mode: the command to run, after --");
-  run_cmd->footer(
-      "Forms:\n"
-      "  recycler run -c FILE                    the programs of a config file (SIGHUP reloads "
-      "it)\n"
-      "  recycler run [OPTIONS] -- CMD [ARG...]  one command, no config file\n\n"
-      "Wrap mode's flags stand for the YAML a one-program file would hold (--recycle-at for a\n"
-      "memory policy, --leak, --max-requests, --max-lifetime, --checkpoint, --timeline): for\n"
-      "more (other metrics, several policies, scope: process, requests counted from output,\n"
-      "env, user, limits beyond memory) write a config file: see recycler.yaml(5)\n"
-      "(docs/configuration.md).\n\n"
-      "Exit status: 0 after SIGTERM/SIGINT or when every program has exited successfully; 1 on\n"
-      "failure; 2 for an invalid config or usage; in wrap mode, the command's own status once it\n"
-      "has exited for good (128+N when killed by signal N), 127 when it is not found and 126\n"
-      "when it cannot be run.");
+  run_cmd->add_option("command", run.wrap.command, "Wrap mode: the command to run, after --");
+  run_cmd->footer(kRunFooter);
+  return run_cmd;
+}
 
-  std::string check_file;
+CLI::App* add_check_command(CLI::App& app, std::string& check_file) {
   CLI::App* check_cmd =
       app.add_subcommand("check",
                          "Validate a config file: a summary per program, or every error "
                          "as FILE:LINE:COLUMN: error: MESSAGE (exit 2)");
   check_cmd->add_option("-c,--config", check_file, "YAML config file to check")->required();
+  return check_cmd;
+}
 
-  ReplayArgs replay;
+CLI::App* add_replay_command(CLI::App& app, ReplayArgs& replay) {
   CLI::App* replay_cmd = app.add_subcommand(
       "replay",
       "Feed a recorded memory timeline through a program's policies offline: one JSON line per "
@@ -421,23 +437,56 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   replay_cmd->add_option("trace", replay.trace, "The trace: a samples CSV file")->required();
   replay_cmd->footer(kReplayHelp);
+  return replay_cmd;
+}
 
-  control::Cli control(app);
+// "recycler stauts": CLI11 would say only that an argument was not
+// expected; name the command that was meant, as config keys do. True when
+// argv[1] names no command (said on stderr).
+bool reject_unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return false;
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  std::string word = argv[1];
+  if (std::find(commands.begin(), commands.end(), word) != commands.end()) return false;
+  std::string guess = units::suggest(word, commands);
+  std::cerr << "recycler: unknown command " << units::quote(word)
+            << (guess.empty() ? "" : "; did you mean \"" + guess + "\"?") << "\n"
+            << "Run 'recycler --help' for the commands.\n";
+  return true;
+}
 
-  // "recycler stauts": CLI11 would say only that an argument was not
-  // expected; name the command that was meant, as config keys do.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> commands;
-    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
-    std::string word = argv[1];
-    if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
-      std::string guess = units::suggest(word, commands);
-      std::cerr << "recycler: unknown command " << units::quote(word)
-                << (guess.empty() ? "" : "; did you mean \"" + guess + "\"?") << "\n"
-                << "Run 'recycler --help' for the commands.\n";
-      return kUsageError;
-    }
+// RECYCLER_CGROUP_ROOT stands for --cgroup-root when that is not given.
+void cgroup_root_from_env(RunOptions& run) {
+  if (const char* root = std::getenv("RECYCLER_CGROUP_ROOT");
+      root && *root && run.cgroup_root.empty()) {
+    run.cgroup_root = root;
+    run.cgroup_root_from_env = true;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed stderr or a worker's pipe must never kill the supervisor.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{
+      "recycler runs programs in their own cgroups, watches them, and recycles them "
+      "before the kernel's OOM killer does.",
+      "recycler"};
+  app.set_version_flag("-V,--version", "recycler " RECYCLER_VERSION);
+  app.require_subcommand(1);
+  app.footer("Run 'recycler SUBCOMMAND --help' for the options of each subcommand.");
+
+  RunOptions run;
+  CLI::App* run_cmd = add_run_command(app, run);
+  std::string check_file;
+  CLI::App* check_cmd = add_check_command(app, check_file);
+  ReplayArgs replay;
+  CLI::App* replay_cmd = add_replay_command(app, replay);
+  control::Cli control(app);
+  if (reject_unknown_command(app, argc, argv)) return kUsageError;
 
   try {
     app.parse(argc, argv);
@@ -446,11 +495,7 @@ int main(int argc, char** argv) {
     return status == 0 ? 0 : kUsageError;
   }
   if (*run_cmd) {
-    if (const char* root = std::getenv("RECYCLER_CGROUP_ROOT");
-        root && *root && run.cgroup_root.empty()) {
-      run.cgroup_root = root;
-      run.cgroup_root_from_env = true;
-    }
+    cgroup_root_from_env(run);
     return run_command(run);
   }
   if (*check_cmd) return check_command(check_file);
