@@ -140,26 +140,26 @@ bool add_uses(Reading& q, unsigned n) {
 }
 
 // Reads one pool's total and processes into q.snap, or skips it with a note.
-// NVML_SUCCESS, else the answer that said the driver is gone.
-nvmlReturn_t read_pool(Reading& q, nvmlDevice_t h, Device device) {
+// The call that said the driver is gone, if one did.
+std::optional<FailedCall> read_pool(Reading& q, nvmlDevice_t h, Device device) {
   nvmlMemory_t memory{};
   if (nvmlReturn_t r = q.api.memory(h, &memory); r != NVML_SUCCESS) {
-    if (driver_lost(r)) return r;
+    if (driver_lost(r)) return FailedCall{"nvmlDeviceGetMemoryInfo", r};
     q.skip(device.label(), "nvmlDeviceGetMemoryInfo", r);
-    return NVML_SUCCESS;
+    return std::nullopt;
   }
   device.total = memory.total;
   unsigned n = 0;
   if (nvmlReturn_t r = read_process_list(q, h, n); r != NVML_SUCCESS) {
-    if (driver_lost(r)) return r;
+    if (driver_lost(r)) return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", r};
     q.skip(device.label(), "nvmlDeviceGetComputeRunningProcesses_v3", r);
-    return NVML_SUCCESS;
+    return std::nullopt;
   }
   n = std::min<unsigned>(n, static_cast<unsigned>(q.infos.size()));
   bool any_known = add_uses(q, n);
   device.per_process_unavailable = n > 0 && !any_known;
   q.snap.devices.push_back(device);
-  return NVML_SUCCESS;
+  return std::nullopt;
 }
 
 // How many MIG instance positions GPU `h` has; none when MIG is off there or
@@ -187,9 +187,7 @@ std::optional<FailedCall> read_mig_instances(Reading& q, nvmlDevice_t h, unsigne
              "nvmlDeviceGetMigDeviceHandleByIndex", r);
       continue;
     }
-    if (nvmlReturn_t lost = read_pool(q, instance, Device{i, static_cast<int>(k)});
-        lost != NVML_SUCCESS)
-      return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", lost};
+    if (auto lost = read_pool(q, instance, Device{i, static_cast<int>(k)})) return lost;
   }
   return std::nullopt;
 }
@@ -204,9 +202,7 @@ std::optional<FailedCall> read_device(Reading& q, unsigned i) {
   }
   if (std::optional<unsigned> positions = mig_positions(q.api, h))
     return read_mig_instances(q, h, i, *positions);
-  if (nvmlReturn_t lost = read_pool(q, h, Device{i}); lost != NVML_SUCCESS)
-    return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", lost};
-  return std::nullopt;
+  return read_pool(q, h, Device{i});
 }
 
 // Said once per query, for each device whose processes NVML lists without

@@ -153,6 +153,19 @@ TEST_F(NvmlTest, ADriverThatGoesAwayFailsTheQueryAndIsInitialisedAgainWhenBack) 
   EXPECT_TRUE(nvml->query());
 }
 
+TEST_F(NvmlTest, ADriverThatGoesAwayMidQueryIsReportedByTheCallThatFound) {
+  fake_.write("devices", std::to_string(80 * kGiB) + "\n");
+  auto nvml = open();
+  ASSERT_TRUE(nvml);
+  fake_.write("lost_midway", "");
+  auto gone = nvml->query();
+  ASSERT_FALSE(gone);
+  // The first call after the handle: the memory total, not the process list.
+  EXPECT_NE(gone.error().message.find("nvmlDeviceGetMemoryInfo"), std::string::npos)
+      << gone.error().message;
+  fake_.remove("lost_midway");
+}
+
 TEST_F(NvmlTest, AMissingLibraryIsAnErrorThatNamesIt) {
   auto nvml = Nvml::open("/nonexistent/libnvidia-ml.so.1");
   ASSERT_FALSE(nvml);

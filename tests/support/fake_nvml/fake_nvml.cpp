@@ -10,6 +10,8 @@
 //                  BYTES "na" for NVML_VALUE_NOT_AVAILABLE
 //   fail_init      exists: nvmlInit_v2 fails (no driver)
 //   lost           exists: every device call fails with GPU_IS_LOST
+//   lost_midway    exists: the same, but for the count and the handles (the
+//                  driver goes away in the middle of a query)
 //   grow           "N": the next N process queries report that the list grew
 //                  (NVML_ERROR_INSUFFICIENT_SIZE with a larger count), as a
 //                  real list does when processes start between two calls
@@ -118,7 +120,7 @@ int instance_of(nvmlDevice_t h) {
 
 nvmlReturn_t check(nvmlDevice_t h, Device* out) {
   if (!initialised) return NVML_ERROR_UNINITIALIZED;
-  if (exists("lost")) return NVML_ERROR_GPU_IS_LOST;
+  if (exists("lost") || exists("lost_midway")) return NVML_ERROR_GPU_IS_LOST;
   auto all = devices();
   if (!h || device_of(h) >= all.size()) return NVML_ERROR_INVALID_ARGUMENT;
   *out = all[device_of(h)];
