@@ -278,7 +278,9 @@ class CgroupManager final : public Manager {
         set_limits(cg, h.controller, limits, files);
       }
     }
-    int ret = cgroup_create_cgroup(cg, 0);
+    // Ownership as created (recycler's own): libcgroup would otherwise walk
+    // every new file to chown it to the same owner (72 chowns a slot on v1).
+    int ret = cgroup_create_cgroup(cg, 1);
     int err = cgroup_get_last_errno();
     cgroup_free(&cg);
     if (ret != 0) {
