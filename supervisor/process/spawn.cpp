@@ -208,6 +208,84 @@ void reap(pid_t pid) {
   }
 }
 
+// The plan's argv, environment, fds and limits, pointing into `spec` and
+// `env` (which must outlive it).
+ChildPlan make_plan(const LaunchSpec& spec, const std::string& exe, std::vector<std::string>& env) {
+  ChildPlan plan;
+  plan.exe = exe;
+  for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  plan.argv.push_back(nullptr);
+  for (std::string& kv : env)
+    if (spec.listen_fds.empty() || kv.rfind("LISTEN_PID=", 0) != 0) plan.envp.push_back(kv.data());
+  plan.listen_fds = spec.listen_fds;
+  plan.listen_moved.assign(spec.listen_fds.size(), -1);
+  if (!spec.listen_fds.empty()) plan.envp.push_back(plan.listen_pid);
+  plan.envp.push_back(nullptr);
+  for (const UniqueFd& fd : spec.join_fds) plan.join_fds.push_back(fd.get());
+  for (const config::Rlimit& r : spec.rlimits) {
+    plan.limit_resources.push_back(r.resource);
+    plan.limits.push_back(rlimit{static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)});
+  }
+  plan.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+  plan.stdin_fd = dev_null();
+  plan.stdout_fd = spec.stdout_fd >= 0 ? spec.stdout_fd : dev_null();
+  plan.stderr_fd = spec.stderr_fd >= 0 ? spec.stderr_fd : dev_null();
+  plan.parent = ::getpid();
+  return plan;
+}
+
+// User, group and supplementary groups, looked up here: the child cannot
+// read /etc/passwd or /etc/group.
+void set_credentials(ChildPlan& plan, const LaunchSpec& spec) {
+  plan.uid = spec.uid;
+  plan.gid = spec.gid;
+  if (spec.uid && *spec.uid != ::geteuid()) {
+    passwd* pw = ::getpwuid(*spec.uid);
+    if (pw) {
+      int n = 64;
+      plan.groups.resize(n);
+      gid_t base = spec.gid.value_or(pw->pw_gid);
+      if (::getgrouplist(pw->pw_name, base, plan.groups.data(), &n) < 0) {
+        plan.groups.resize(n);
+        ::getgrouplist(pw->pw_name, base, plan.groups.data(), &n);
+      }
+      plan.groups.resize(n);
+    }
+    plan.set_groups = true;
+    if (!plan.gid && pw) plan.gid = pw->pw_gid;
+  } else if (spec.gid && *spec.gid != ::getegid()) {
+    plan.set_groups = true;
+    plan.groups = {*spec.gid};
+  }
+}
+
+// vfork and exec: the child borrows recycler's memory until it execs, so
+// nothing is copied. A fork copied the page tables and made every heap page
+// copy-on-write for the parent: a cost that grew with recycler's heap, so
+// with the number of workers (bench/README.md, start-up). Every signal is
+// blocked meanwhile (reset_signals). The child's pid, or execve's error.
+Result<pid_t> start_child(const ChildPlan& plan) {
+  pid_t failed_pid = -1;
+  std::error_code ec;
+  SetupHook hook;
+  hook.plan = &plan;
+  hook.failed_pid = &failed_pid;
+  sigset_t all, previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  bp::child child(bp::exe = plan.exe, ec, hook, bp::posix::use_vfork);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (ec) {
+    if (failed_pid > 0) reap(failed_pid);
+    int err = ec.value();
+    return Error{plan.exe + ": " + ec.message(), err,
+                 err == ENOENT || err == EACCES || err == ENOEXEC};
+  }
+  pid_t pid = child.id();
+  child.detach();  // the supervisor watches and reaps it, not Boost
+  return pid;
+}
+
 }  // namespace
 
 Result<std::string> resolve_executable(const std::string& name,
@@ -240,80 +318,18 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
   if (spec.argv.empty()) return Error{"empty command"};
   auto exe = resolve_executable(spec.argv.front(), spec.env);
   if (!exe) return exe.error();
-
-  ChildPlan plan;
-  plan.exe = *exe;
   std::vector<std::string> env = spec.env;  // keeps the strings alive for the plan
-  for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
-  plan.argv.push_back(nullptr);
-  for (std::string& kv : env)
-    if (spec.listen_fds.empty() || kv.rfind("LISTEN_PID=", 0) != 0) plan.envp.push_back(kv.data());
-  plan.listen_fds = spec.listen_fds;
-  plan.listen_moved.assign(spec.listen_fds.size(), -1);
-  if (!spec.listen_fds.empty()) plan.envp.push_back(plan.listen_pid);
-  plan.envp.push_back(nullptr);
-  for (const UniqueFd& fd : spec.join_fds) plan.join_fds.push_back(fd.get());
-  for (const config::Rlimit& r : spec.rlimits) {
-    plan.limit_resources.push_back(r.resource);
-    plan.limits.push_back(rlimit{static_cast<rlim_t>(r.soft), static_cast<rlim_t>(r.hard)});
-  }
-  plan.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
-  plan.uid = spec.uid;
-  plan.gid = spec.gid;
-  if (spec.uid && *spec.uid != ::geteuid()) {
-    // Supplementary groups are looked up here: the child cannot read /etc/group.
-    passwd* pw = ::getpwuid(*spec.uid);
-    if (pw) {
-      int n = 64;
-      plan.groups.resize(n);
-      gid_t base = spec.gid.value_or(pw->pw_gid);
-      if (::getgrouplist(pw->pw_name, base, plan.groups.data(), &n) < 0) {
-        plan.groups.resize(n);
-        ::getgrouplist(pw->pw_name, base, plan.groups.data(), &n);
-      }
-      plan.groups.resize(n);
-    }
-    plan.set_groups = true;
-    if (!plan.gid && pw) plan.gid = pw->pw_gid;
-  } else if (spec.gid && *spec.gid != ::getegid()) {
-    plan.set_groups = true;
-    plan.groups = {*spec.gid};
-  }
-  plan.stdin_fd = dev_null();
-  plan.stdout_fd = spec.stdout_fd >= 0 ? spec.stdout_fd : dev_null();
-  plan.stderr_fd = spec.stderr_fd >= 0 ? spec.stderr_fd : dev_null();
-  plan.parent = ::getpid();
+  ChildPlan plan = make_plan(spec, *exe, env);
+  set_credentials(plan, spec);
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno_error("pipe2");
   UniqueFd report_read(report[0]);
   UniqueFd report_write(report[1]);
   plan.report_fd = report_write.get();
-
-  pid_t failed_pid = -1;
-  std::error_code ec;
-  SetupHook hook;
-  hook.plan = &plan;
-  hook.failed_pid = &failed_pid;
-  // vfork: the child borrows recycler's memory until it execs, so nothing is
-  // copied. A fork copied the page tables and made every heap page
-  // copy-on-write for the parent: a cost that grew with recycler's heap, so
-  // with the number of workers (bench/README.md, start-up).
-  sigset_t all, previous;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  bp::child child(bp::exe = plan.exe, ec, hook, bp::posix::use_vfork);
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  Result<pid_t> pid = start_child(plan);
   report_write.reset();
-
-  if (ec) {
-    if (failed_pid > 0) reap(failed_pid);
-    int err = ec.value();
-    return Error{plan.exe + ": " + ec.message(), err,
-                 err == ENOENT || err == EACCES || err == ENOEXEC};
-  }
-  pid_t pid = child.id();
-  child.detach();  // the supervisor watches and reaps it, not Boost
+  if (!pid) return pid;
 
   // Boost returns once the child has exec'd or died. Our report pipe is
   // close-on-exec: empty means the setup went through.
@@ -322,7 +338,7 @@ Result<pid_t> spawn_process(const LaunchSpec& spec) {
   do n = ::read(report_read.get(), &r, sizeof r);
   while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(sizeof r)) {
-    reap(pid);
+    reap(*pid);
     return Error{std::string(enum_name(kStepDescriptions, r.step)) + ": " + std::strerror(r.err),
                  r.err};
   }
