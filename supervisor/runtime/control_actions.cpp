@@ -157,7 +157,7 @@ void Supervisor::restarted_slot_stopped(const Worker& worker) {
   if (!restarting_.count(key)) return;
   // Not from inside the worker's own callback: a later turn, and only if no
   // stop came meanwhile and the program was not replaced.
-  defer([this, key] {
+  deferred_.defer([this, key] {
     if (!restarting_.erase(key)) return;
     held_.erase(key);
     auto it = programs_.find(key.first);

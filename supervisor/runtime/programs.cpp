@@ -83,14 +83,14 @@ void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
 void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
   auto pending = std::make_shared<size_t>(program.workers.size());
   if (*pending == 0) {
-    defer(std::move(done));
+    deferred_.defer(std::move(done));
     return;
   }
   // A worker may report "stopped" synchronously; `done` runs on a later turn of
   // the loop so that it may destroy the workers it waited for.
   for (auto& w : program.workers) {
     auto one_stopped = [this, pending, done] {
-      if (--*pending == 0) defer(done);
+      if (--*pending == 0) deferred_.defer(done);
     };
     if (force)
       w->kill(one_stopped);

@@ -111,24 +111,13 @@ Supervisor::~Supervisor() {
   gpu_.reset();  // waits for a query in flight (one NVML call)
   router_.close();
   signals_.clear();
-  defer_timer_.reset();
+  deferred_.cancel();
   escape_scan_.reset();
   watchdog_.reset();
   start_up_idle_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
   if (uv_loop_close(&loop_) != 0) log::debug("libuv loop closed with handles still open");
-}
-
-void Supervisor::defer(std::function<void()> fn) {
-  deferred_.push_back(std::move(fn));
-  if (defer_timer_) return;
-  defer_timer_ = timers_.after(Duration{0}, [this] {
-    defer_timer_.reset();
-    auto queue = std::move(deferred_);
-    deferred_.clear();
-    for (auto& f : queue) f();
-  });
 }
 
 int Supervisor::run() {
@@ -319,13 +308,13 @@ void Supervisor::shutdown(int exit_code, bool force) {
   for (auto& [name, program] : programs_) total += program.workers.size();
   auto pending = std::make_shared<size_t>(total);
   if (total == 0) {
-    defer([this] { finish_shutdown(); });
+    deferred_.defer([this] { finish_shutdown(); });
     return;
   }
   for (auto& [name, program] : programs_) {
     for (auto& w : program.workers) {
       auto one_stopped = [this, pending] {
-        if (--*pending == 0) defer([this] { finish_shutdown(); });
+        if (--*pending == 0) deferred_.defer([this] { finish_shutdown(); });
       };
       if (force)
         w->kill(one_stopped);
@@ -342,7 +331,7 @@ void Supervisor::run_ended(const Worker& worker) {
   if (!escapes_ || shutting_down_) return;
   runs_ended_.push_back({worker.program().name, worker.slot()});
   if (runs_ended_.size() > 1) return;
-  defer([this] {
+  deferred_.defer([this] {
     escapes_->scan();
     for (const cgroup::WorkerId& id : runs_ended_) escapes_->kill(id);
     runs_ended_.clear();
@@ -381,7 +370,7 @@ void Supervisor::finish_shutdown() {
 void Supervisor::schedule_finished_check() {
   if (shutting_down_ || finished_check_pending_) return;
   finished_check_pending_ = true;
-  defer([this] {
+  deferred_.defer([this] {
     finished_check_pending_ = false;
     check_finished();
   });

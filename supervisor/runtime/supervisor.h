@@ -38,6 +38,7 @@
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/watchdog.h"
+#include "supervisor/util/deferred_queue.h"
 #include "supervisor/util/uv.h"
 #include "supervisor/worker/worker.h"
 
@@ -138,9 +139,6 @@ class Supervisor {
   void schedule_finished_check();
   void check_finished();
   int finished_exit_code() const;
-  // Runs `fn` on a later turn of the loop: for work that destroys workers and
-  // so must not run inside one of their callbacks.
-  void defer(std::function<void()> fn);
 
   config::Config config_;
   SupervisorOptions options_;
@@ -168,8 +166,8 @@ class Supervisor {
   std::vector<cgroup::WorkerId> runs_ended_;  // since the last scan, for their escapees
   std::map<std::string, Program> programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;
-  std::vector<std::function<void()>> deferred_;
-  std::unique_ptr<Timer> defer_timer_;
+  // Work that destroys workers, so must not run inside one of their callbacks.
+  DeferredQueue deferred_{timers_};
   bool finished_check_pending_ = false;
   struct StartUp {
     bool creating = true;  // creating cgroups; then starting programs
