@@ -64,10 +64,6 @@ void Supervisor::clear_workers(Program& program) {
   router_.remove(program.config->name);
 }
 
-void Supervisor::start_program(Program& program) {
-  for (auto& w : program.workers) w->start();
-}
-
 void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
   if (!program.limits.any()) return;
   if (!cgroups_->enforcing()) {
@@ -122,13 +118,13 @@ void Supervisor::replace_program(const std::string& name,
     p.next = nullptr;
     warn_unenforced(*p.config);
     if (create_workers(p))
-      start_program(p);
+      p.start_workers();
     else
       schedule_finished_check();
   });
 }
 
-Supervisor::ReloadOutcome Supervisor::reload() {
+ReloadOutcome Supervisor::reload() {
   ReloadOutcome out;
   if (options_.config_path.empty()) {
     out.message = "nothing to reload (recycler was started without a config file)";
@@ -195,15 +191,10 @@ Supervisor::ReloadOutcome Supervisor::reload() {
     if (!create_workers(program)) continue;
     warn_unenforced(*program.config);
     auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
-    start_program(inserted);
+    inserted.start_workers();
     out.started.push_back(p.name);
   }
-  // What replaces a program starts afresh: an operator's stop does not hold it.
-  auto replaced = [&](const auto& h) {
-    return std::find(out.unchanged.begin(), out.unchanged.end(), h.first) == out.unchanged.end();
-  };
-  std::erase_if(held_, replaced);
-  std::erase_if(restarting_, replaced);
+  commands_.reloaded(out.unchanged);
   config_ = std::move(next);
   out.ok = true;
   out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",

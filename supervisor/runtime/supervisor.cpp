@@ -73,7 +73,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  if (w.state() == WorkerState::Running && escapes_)
                    escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
                  if (w.state() == WorkerState::Exited) run_ended(w);
-                 if (w.state() == WorkerState::Stopped) restarted_slot_stopped(w);
+                 if (w.state() == WorkerState::Stopped) commands_.slot_stopped(w);
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc),
@@ -88,15 +88,25 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  return it == programs_.end() ? nullptr : it->second.monitor.get();
                },
                .now = [this] { return timers_.now(); }},
-              options_.paths.proc) {
+              options_.paths.proc),
+      commands_(&loop_, timers_, programs_, deferred_,
+                {.status = [this] { return status(); },
+                 .reload = [this] { return reload(); },
+                 .starting = [this] { return start_up_.has_value(); },
+                 .stopping = [this] { return shutting_down_; }}) {
   context_.service = &service_;
   if (options_.wrap_mode)
     context_.failed_advice =
         "Fix the command, then run recycler again (a wrapped command has no "
         "config file to reload).";
   uv_loop_init(&loop_);
-  log::observe_events([this](log::Level, std::string_view name, std::string_view,
-                             const log::Fields& fields) { counters_.observe(name, fields); });
+  // Every event counts (status.h), and goes to `recycler events` once the
+  // control socket is open.
+  log::observe_events([this](log::Level level, std::string_view name, std::string_view message,
+                             const log::Fields& fields) {
+    counters_.observe(name, fields);
+    commands_.publish_event(level, name, message, fields);
+  });
 }
 
 Supervisor::~Supervisor() {
@@ -104,7 +114,7 @@ Supervisor::~Supervisor() {
   log::observe_events(nullptr);
   log::observe_output(nullptr);
   status_timer_.reset();
-  control_.reset();
+  commands_.close();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   monitor_context_.gpu = nullptr;
@@ -145,8 +155,7 @@ int Supervisor::run() {
   }
 
   // Before any cgroup: a second recycler of this config stops here.
-  open_control();
-  if (exit_code_ != 0) return exit_code_;
+  if (!commands_.open(config_, options_.config_path, options_.wrap_mode)) return 1;
   // Before anything is created: an address in use leaves nothing behind.
   if (!apply_metrics(config_)) return 1;
   start_watchdog();
@@ -230,7 +239,7 @@ void Supervisor::start_up_slice() {
     if (timers_.now() >= until) break;
     Program& program = programs_.at(config_.programs[s.next].name);
     warn_unenforced(*program.config);
-    start_program(program);
+    program.start_workers();
   }
   if (!s.creating && s.next == config_.programs.size()) {
     start_up_done();
@@ -353,7 +362,7 @@ void Supervisor::finish_shutdown() {
   programs_.clear();
   escape_scan_.reset();
   status_timer_.reset();
-  control_.reset();
+  commands_.close();
   watchdog_.reset();
   start_up_idle_.reset();
   start_up_.reset();
@@ -378,7 +387,7 @@ void Supervisor::schedule_finished_check() {
 
 void Supervisor::check_finished() {
   if (shutting_down_ || start_up_) return;  // start_up_done checks again
-  if (!held_.empty()) return;               // an operator stopped them and may start them again
+  if (commands_.holding()) return;          // an operator stopped them and may start them again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;
     for (auto& w : program.workers)

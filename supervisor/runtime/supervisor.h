@@ -36,7 +36,9 @@
 #include "supervisor/process/escapes.h"
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
+#include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/monitor.h"
+#include "supervisor/runtime/program.h"
 #include "supervisor/runtime/watchdog.h"
 #include "supervisor/util/deferred_queue.h"
 #include "supervisor/util/uv.h"
@@ -70,20 +72,6 @@ class Supervisor {
   SupervisorStatus status(bool workers = true) const;
 
  private:
-  struct Program {
-    std::shared_ptr<const config::ProgramConfig> config;
-    // Its listen: sockets, bound when its workers are first created and kept
-    // (those with the same endpoint) when a reload replaces them.
-    std::shared_ptr<const listen::Set> sockets;
-    std::vector<std::unique_ptr<Worker>> workers;
-    // Declared after the workers, so destroyed before them: it watches them.
-    std::unique_ptr<ProgramMonitor> monitor;
-    // Set while the program is being stopped for a reload: what comes next
-    // (a new config, or nullptr when the program was removed).
-    bool replacing = false;
-    std::shared_ptr<const config::ProgramConfig> next;
-  };
-
   // Start-up runs from the loop, a slice at a time (kStartUpSlice of work,
   // then a turn of the loop, where signals are handled): first every
   // program's cgroups are created (a failure starts nothing), then the
@@ -92,7 +80,6 @@ class Supervisor {
   void start_up_slice();
   void start_up_done();
   bool create_workers(Program& program);
-  void start_program(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
   void warn_unenforced(const config::ProgramConfig& program);
@@ -116,24 +103,8 @@ class Supervisor {
   void run_ended(const Worker& worker);
   void on_signal(int signum);
   // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
-  struct ReloadOutcome {
-    bool ok = false;
-    std::string message;
-    std::vector<std::string> errors, warnings;  // file:line:col: ...
-    std::vector<std::string> unchanged, restarted, stopped, started;
-  };
   ReloadOutcome reload();
 
-  // The control socket (control/server.h; control_actions.cpp).
-  void open_control();
-  std::string on_control(const control::Request& request);
-  std::string control_act(const control::Request& request);
-  // `restart`: stop the slot (if it runs), then start it once stopped. Last
-  // operator command wins: a `stop` meanwhile cancels the start.
-  void restart_when_stopped(const std::pair<std::string, unsigned>& key, Worker& worker);
-  // A slot an operator restarts has stopped: start it (from the state hook).
-  void restarted_slot_stopped(const Worker& worker);
-  Worker* find_worker(const std::string& program, unsigned slot);
   void shutdown(int exit_code, bool force);
   void finish_shutdown();
   void schedule_finished_check();
@@ -164,7 +135,7 @@ class Supervisor {
   std::unique_ptr<EscapeTracker> escapes_;
   std::unique_ptr<Timer> escape_scan_;
   std::vector<cgroup::WorkerId> runs_ended_;  // since the last scan, for their escapees
-  std::map<std::string, Program> programs_;
+  Programs programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;
   // Work that destroys workers, so must not run inside one of their callbacks.
   DeferredQueue deferred_{timers_};
@@ -183,13 +154,8 @@ class Supervisor {
   std::unique_ptr<Timer> status_timer_;
   std::string status_sent_;
 
-  std::unique_ptr<control::Server> control_;
-  // Slots an operator stopped (`recycler stop`): recycler does not exit
-  // while they are stopped, as it does when every program has exited.
-  std::set<std::pair<std::string, unsigned>> held_;
-  // Slots to start once stopped (`recycler restart`): one entry however
-  // often it is asked, dropped by a later `stop`.
-  std::set<std::pair<std::string, unsigned>> restarting_;
+  // The control socket and what its commands do (control_actions.h).
+  OperatorCommands commands_;
   std::unique_ptr<SystemdWatchdog> watchdog_;
 
   bool shutting_down_ = false;
