@@ -71,8 +71,10 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
       context_{timers_, processes_, rng_, base_env_,
                [this](Worker& w) {
                  if (w.state() == WorkerState::Running && escapes_)
-                   escapes_->started({w.program().name, w.slot()}, w.pid().value_or(0));
-                 if (w.state() == WorkerState::Exited) run_ended(w);
+                   escapes_->run_started({w.program().name, w.slot()}, w.pid().value_or(0));
+                 // At shutdown, finish_shutdown kills whatever is left anyway.
+                 if (w.state() == WorkerState::Exited && escapes_ && !shutting_down_)
+                   escapes_->run_ended({w.program().name, w.slot()});
                  if (w.state() == WorkerState::Stopped) commands_.slot_stopped(w);
                  schedule_finished_check();
                }},
@@ -122,7 +124,7 @@ Supervisor::~Supervisor() {
   router_.close();
   signals_.clear();
   deferred_.cancel();
-  escape_scan_.reset();
+  escapes_.reset();
   watchdog_.reset();
   start_up_idle_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
@@ -171,8 +173,8 @@ int Supervisor::run() {
   // worker's cgroup stays in view (escapes.h).
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     log::warn("cannot become the subreaper of the workers' processes: {}", std::strerror(errno));
-  escapes_ = std::make_unique<EscapeTracker>(options_.paths.proc, ::getpid(), *cgroups_);
-  scan_for_escapes();
+  escapes_ =
+      std::make_unique<EscapeWatch>(timers_, deferred_, options_.paths.proc, ::getpid(), *cgroups_);
   const cgroup::Layout& layout = cgroups_->layout();
   if (cgroups_->enforcing())
     log::info("recycler {} (pid {}): cgroup {}, worker cgroups under {}", RECYCLER_VERSION,
@@ -333,41 +335,19 @@ void Supervisor::shutdown(int exit_code, bool force) {
   }
 }
 
-void Supervisor::run_ended(const Worker& worker) {
-  // What left the worker's cgroup goes with its run: one scan for all the
-  // runs that end in the same turn of the loop (a stop of many workers). At
-  // shutdown, finish_shutdown kills whatever is left anyway.
-  if (!escapes_ || shutting_down_) return;
-  runs_ended_.push_back({worker.program().name, worker.slot()});
-  if (runs_ended_.size() > 1) return;
-  deferred_.defer([this] {
-    escapes_->scan();
-    for (const cgroup::WorkerId& id : runs_ended_) escapes_->kill(id);
-    runs_ended_.clear();
-  });
-}
-
-void Supervisor::scan_for_escapes() {
-  escape_scan_ = timers_.after(EscapeTracker::kScanInterval, [this] {
-    escapes_->scan();
-    scan_for_escapes();
-  });
-}
-
 void Supervisor::finish_shutdown() {
   for (auto& [name, program] : programs_) {
     clear_workers(program);
     cgroups_->remove_program(name);
   }
   programs_.clear();
-  escape_scan_.reset();
   status_timer_.reset();
   commands_.close();
   watchdog_.reset();
   start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
-  if (escapes_) escapes_->kill_all(std::chrono::seconds(1));
+  if (escapes_) escapes_->kill_all();
   cgroups_->close();
   signals_.clear();
   router_.close();

@@ -37,6 +37,7 @@
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/control_actions.h"
+#include "supervisor/runtime/escape_watch.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/program.h"
 #include "supervisor/runtime/watchdog.h"
@@ -99,8 +100,6 @@ class Supervisor {
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
 
-  void scan_for_escapes();
-  void run_ended(const Worker& worker);
   void on_signal(int signum);
   // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
   ReloadOutcome reload();
@@ -131,10 +130,8 @@ class Supervisor {
   notify::Router router_;
   std::unique_ptr<cgroup::Manager> cgroups_;
   std::unique_ptr<metrics::Server> metrics_;
-  // Processes that leave their worker's cgroup (escapes.h).
-  std::unique_ptr<EscapeTracker> escapes_;
-  std::unique_ptr<Timer> escape_scan_;
-  std::vector<cgroup::WorkerId> runs_ended_;  // since the last scan, for their escapees
+  // Processes that leave their worker's cgroup (escapes.h), once cgroups are open.
+  std::unique_ptr<EscapeWatch> escapes_;
   Programs programs_;
   std::vector<uv::Handle<uv_signal_t>> signals_;
   // Work that destroys workers, so must not run inside one of their callbacks.
