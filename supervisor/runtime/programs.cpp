@@ -1,5 +1,6 @@
-// Supervisor's programs (supervisor.h): their workers created, started,
-// stopped and replaced, and the reload that decides which.
+// Supervisor's programs (supervisor.h): their workers created (at start-up
+// and later), started, stopped and replaced, and the reload that decides
+// which.
 #include <algorithm>
 
 #include "policies/base/units.h"
@@ -11,6 +12,30 @@
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
+
+void Supervisor::start_up() {
+  StartUp::Steps steps{
+      .create =
+          [this](const config::ProgramConfig& p) {
+            Program program;
+            program.config = std::make_shared<const config::ProgramConfig>(p);
+            if (!create_workers(program)) return false;
+            programs_.emplace(p.name, std::move(program));
+            return true;
+          },
+      .start =
+          [this](const config::ProgramConfig& p) {
+            Program& program = programs_.at(p.name);
+            warn_unenforced(*program.config);
+            program.start_workers();
+          },
+      .cancelled = [this] { return shutting_down_; },
+      .finished = [this](StartUp::Outcome outcome,
+                         bool reload_now) { start_up_finished(outcome, reload_now); },
+  };
+  start_up_ = std::make_unique<StartUp>(&loop_, timers_, config_.programs, std::move(steps));
+  start_up_->begin();
+}
 
 bool Supervisor::create_workers(Program& program) {
   const config::ProgramConfig& cfg = *program.config;

@@ -21,10 +21,6 @@ extern char** environ;
 namespace recycler {
 namespace {
 
-// Start-up work done in one turn of the loop, at most (about: one program's
-// cgroups or start may take longer); signals wait no longer than that.
-constexpr Duration kStartUpSlice{20};
-
 // Meant for recycler itself (systemd notify, watchdog and socket activation;
 // its cgroup root): a worker that inherited them would talk to systemd behind
 // recycler's back, or a nested recycler would take its parent's root.
@@ -94,7 +90,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
       commands_(&loop_, timers_, programs_, deferred_,
                 {.status = [this] { return status(); },
                  .reload = [this] { return reload(); },
-                 .starting = [this] { return start_up_.has_value(); },
+                 .starting = [this] { return start_up_ != nullptr; },
                  .stopping = [this] { return shutting_down_; }}) {
   context_.service = &service_;
   if (options_.wrap_mode)
@@ -126,7 +122,7 @@ Supervisor::~Supervisor() {
   deferred_.cancel();
   escapes_.reset();
   watchdog_.reset();
-  start_up_idle_.reset();
+  start_up_.reset();
   // Let libuv run the close callbacks that free the handles, then close.
   uv_run(&loop_, UV_RUN_NOWAIT);
   if (uv_loop_close(&loop_) != 0) log::debug("libuv loop closed with handles still open");
@@ -188,8 +184,7 @@ int Supervisor::run() {
   router_.open_runtime_dir();
   start_gpu(config_);
 
-  start_up_.emplace();
-  start_up_slice();
+  start_up();
   uv_run(&loop_, UV_RUN_DEFAULT);
   return exit_code_;
 }
@@ -208,64 +203,22 @@ void Supervisor::start_watchdog() {
       notify_systemd);
 }
 
-void Supervisor::start_up_slice() {
-  if (shutting_down_) {  // SIGTERM or SIGINT: what has started is stopping
-    start_up_idle_.reset();
-    start_up_.reset();
-    return;
-  }
-  StartUp& s = *start_up_;
-  TimePoint until = timers_.now() + kStartUpSlice;
-  // Every cgroup is created before anything starts: a failure starts nothing.
-  for (; s.creating && s.next < config_.programs.size(); ++s.next) {
-    if (timers_.now() >= until) break;
-    const config::ProgramConfig& p = config_.programs[s.next];
-    Program program;
-    program.config = std::make_shared<const config::ProgramConfig>(p);
-    if (!create_workers(program)) {
-      start_up_idle_.reset();
-      start_up_.reset();
+void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
+  start_up_.reset();
+  switch (outcome) {
+    case StartUp::Outcome::Cancelled:  // SIGTERM or SIGINT: what has started is stopping
+      return;
+    case StartUp::Outcome::Failed:
       programs_.clear();
       cgroups_->close();
       exit_code_ = 1;
       uv_stop(&loop_);
       return;
-    }
-    programs_.emplace(p.name, std::move(program));
+    case StartUp::Outcome::Started:
+      break;
   }
-  if (s.creating && s.next == config_.programs.size()) {
-    s.creating = false;
-    s.next = 0;
-  }
-  for (; !s.creating && s.next < config_.programs.size(); ++s.next) {  // in file order
-    if (timers_.now() >= until) break;
-    Program& program = programs_.at(config_.programs[s.next].name);
-    warn_unenforced(*program.config);
-    program.start_workers();
-  }
-  if (!s.creating && s.next == config_.programs.size()) {
-    start_up_done();
-    return;
-  }
-  // The next slice after a turn of the loop (signals, exits, output). An idle
-  // handle, not a zero timer: libuv (before 1.45) runs a timer started from
-  // a timer callback in the same pass, so a chain of them never polls.
-  if (start_up_idle_) return;
-  auto* idle = new uv_idle_t;
-  uv_idle_init(&loop_, idle);
-  idle->data = this;
-  start_up_idle_ = uv::Handle<uv_idle_t>(idle);
-  uv_idle_start(idle, [](uv_idle_t* h) {
-    if (auto* self = static_cast<Supervisor*>(h->data)) self->start_up_slice();
-  });
-}
-
-void Supervisor::start_up_done() {
-  bool reload_now = start_up_->reload;
   for (const std::string& name : inherited_.close_unused())
     log::warn("socket activation: no program's listen: names socket {}; closed it", name);
-  start_up_idle_.reset();
-  start_up_.reset();
   status_sent_ = summary_line(status(false));
   notify_systemd("READY=1\nSTATUS=" + status_sent_);
   if (std::getenv("NOTIFY_SOCKET")) notify_status();
@@ -281,7 +234,7 @@ void Supervisor::on_signal(int signum) {
     case SIGHUP:
       if (shutting_down_) break;
       if (start_up_)  // once every program has started
-        start_up_->reload = true;
+        start_up_->reload_when_started();
       else
         reload();
       break;
@@ -344,7 +297,6 @@ void Supervisor::finish_shutdown() {
   status_timer_.reset();
   commands_.close();
   watchdog_.reset();
-  start_up_idle_.reset();
   start_up_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
   if (escapes_) escapes_->kill_all();
@@ -366,7 +318,7 @@ void Supervisor::schedule_finished_check() {
 }
 
 void Supervisor::check_finished() {
-  if (shutting_down_ || start_up_) return;  // start_up_done checks again
+  if (shutting_down_ || start_up_) return;  // start_up_finished checks again
   if (commands_.holding()) return;          // an operator stopped them and may start them again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;

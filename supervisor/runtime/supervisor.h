@@ -40,6 +40,7 @@
 #include "supervisor/runtime/escape_watch.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/program.h"
+#include "supervisor/runtime/start_up.h"
 #include "supervisor/runtime/watchdog.h"
 #include "supervisor/util/deferred_queue.h"
 #include "supervisor/util/uv.h"
@@ -73,13 +74,11 @@ class Supervisor {
   SupervisorStatus status(bool workers = true) const;
 
  private:
-  // Start-up runs from the loop, a slice at a time (kStartUpSlice of work,
-  // then a turn of the loop, where signals are handled): first every
-  // program's cgroups are created (a failure starts nothing), then the
-  // programs start in file order. SIGTERM or SIGINT meanwhile stops what has
-  // started and starts nothing more; a SIGHUP waits until all have started.
-  void start_up_slice();
-  void start_up_done();
+  // Start-up runs from the loop, a slice at a time (start_up.h). SIGTERM or
+  // SIGINT meanwhile stops what has started and starts nothing more; a
+  // SIGHUP waits until all have started.
+  void start_up();
+  void start_up_finished(StartUp::Outcome outcome, bool reload);
   bool create_workers(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
@@ -137,13 +136,7 @@ class Supervisor {
   // Work that destroys workers, so must not run inside one of their callbacks.
   DeferredQueue deferred_{timers_};
   bool finished_check_pending_ = false;
-  struct StartUp {
-    bool creating = true;  // creating cgroups; then starting programs
-    size_t next = 0;       // the next of config_.programs
-    bool reload = false;   // a SIGHUP came meanwhile
-  };
-  std::optional<StartUp> start_up_;      // while starting up
-  uv::Handle<uv_idle_t> start_up_idle_;  // runs the next slice
+  std::unique_ptr<StartUp> start_up_;  // while starting up
 
   // Exits and recycles since recycler started, across reloads (status.h).
   StatusCounters counters_;
