@@ -1,6 +1,7 @@
 // What Supervisor (supervisor.h) shows of itself: the status snapshot the
-// control socket serves, systemd's STATUS= line, the metrics endpoint's text,
-// and the GPU sampler those figures come from.
+// control socket serves and systemd's STATUS= line is made of
+// (systemd_status.h), the metrics endpoint's text, and the GPU sampler those
+// figures come from.
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,18 +79,6 @@ std::string Supervisor::metrics_text() {
     figures.server = {s.scrapes, s.refused, s.dropped};
   }
   return metrics::render(figures);
-}
-
-void Supervisor::notify_status() {
-  status_timer_ = timers_.after(std::chrono::seconds(1), [this] {
-    if (shutting_down_) return;
-    std::string line = summary_line(status(false));
-    if (line != status_sent_) {
-      status_sent_ = line;
-      notify_systemd("STATUS=" + line);
-    }
-    notify_status();
-  });
 }
 
 SupervisorStatus Supervisor::status(bool workers) const {

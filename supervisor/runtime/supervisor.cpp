@@ -87,6 +87,8 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                },
                .now = [this] { return timers_.now(); }},
               options_.paths.proc),
+      systemd_status_(
+          timers_, [this] { return summary_line(status(false)); }, notify_systemd),
       commands_(&loop_, timers_, programs_, deferred_,
                 {.status = [this] { return status(); },
                  .reload = [this] { return reload(); },
@@ -111,7 +113,7 @@ Supervisor::~Supervisor() {
   metrics_.reset();
   log::observe_events(nullptr);
   log::observe_output(nullptr);
-  status_timer_.reset();
+  systemd_status_.stop();
   commands_.close();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
@@ -219,9 +221,7 @@ void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
   }
   for (const std::string& name : inherited_.close_unused())
     log::warn("socket activation: no program's listen: names socket {}; closed it", name);
-  status_sent_ = summary_line(status(false));
-  notify_systemd("READY=1\nSTATUS=" + status_sent_);
-  if (std::getenv("NOTIFY_SOCKET")) notify_status();
+  systemd_status_.ready();
   schedule_finished_check();
   if (reload_now) reload();
 }
@@ -267,7 +267,7 @@ void Supervisor::shutdown(int exit_code, bool force) {
       for (auto& w : program.workers) w->kill(nullptr);
     return;
   }
-  notify_systemd("STOPPING=1");
+  systemd_status_.stopping();
   size_t total = 0;
   for (auto& [name, program] : programs_) total += program.workers.size();
   auto pending = std::make_shared<size_t>(total);
@@ -294,7 +294,7 @@ void Supervisor::finish_shutdown() {
     cgroups_->remove_program(name);
   }
   programs_.clear();
-  status_timer_.reset();
+  systemd_status_.stop();
   commands_.close();
   watchdog_.reset();
   start_up_.reset();

@@ -6,8 +6,9 @@
 //                   changed ones restart, removed ones stop, new ones start;
 //                   an invalid file is reported and the old config stays
 //   SIGCHLD         reap (fallback for pidfds, and orphans when PID 1)
-// Under systemd (Type=notify) it reports READY=1 and STOPPING=1, and with
-// WatchdogSec= pings WATCHDOG=1 while healthy (watchdog.h).
+// Under systemd (Type=notify) it reports READY=1, STATUS= and STOPPING=1
+// (systemd_status.h), and with WatchdogSec= pings WATCHDOG=1 while healthy
+// (watchdog.h).
 // When every slot has stopped for good (exited without restart, or failed),
 // recycler exits too. recycler is the subreaper of its workers' processes:
 // what leaves a worker's cgroup is noticed and killed (escapes.h).
@@ -41,6 +42,7 @@
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/program.h"
 #include "supervisor/runtime/start_up.h"
+#include "supervisor/runtime/systemd_status.h"
 #include "supervisor/runtime/watchdog.h"
 #include "supervisor/util/deferred_queue.h"
 #include "supervisor/util/uv.h"
@@ -85,8 +87,6 @@ class Supervisor {
   void warn_unenforced(const config::ProgramConfig& program);
 
   WorkerStatus worker_status(const Worker& worker, const ProgramMonitor* monitor) const;
-  // systemd's STATUS= line, sent when it changes (checked once a second).
-  void notify_status();
 
   void clear_workers(Program& program);
   // GPU figures (gpu/sampler.h) from when a config first asks for them.
@@ -141,8 +141,7 @@ class Supervisor {
   // Exits and recycles since recycler started, across reloads (status.h).
   StatusCounters counters_;
   TimePoint started_at_{};
-  std::unique_ptr<Timer> status_timer_;
-  std::string status_sent_;
+  SystemdStatus systemd_status_;
 
   // The control socket and what its commands do (control_actions.h).
   OperatorCommands commands_;
