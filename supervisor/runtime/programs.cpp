@@ -187,7 +187,7 @@ ReloadOutcome Supervisor::reload() {
     log::warn("control: the control socket stays as it is until recycler restarts");
   log::init(next.log.level, next.log.format);
   start_gpu(next);
-  apply_metrics(next);
+  metrics_.apply(next);
 
   std::vector<std::string> names;
   for (auto& [name, program] : programs_) names.push_back(name);

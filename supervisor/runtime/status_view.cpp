@@ -1,7 +1,7 @@
 // What Supervisor (supervisor.h) shows of itself: the status snapshot the
-// control socket serves and systemd's STATUS= line is made of
-// (systemd_status.h), the metrics endpoint's text, and the GPU sampler those
-// figures come from.
+// control socket, systemd's STATUS= line (systemd_status.h) and the metrics
+// endpoint (metrics_endpoint.h) are made of, and the GPU sampler some of
+// those figures come from.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 #include "supervisor/config/parse.h"
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
-#include "supervisor/metrics/exporter.h"
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
@@ -28,57 +27,6 @@ void Supervisor::start_gpu(const config::Config& config) {
   gpu_library_ = *library;
   gpu_ = std::make_unique<gpu::Sampler>(&loop_, timers_, *library, options_.paths.proc, ::getpid());
   monitor_context_.gpu = gpu_.get();
-}
-
-bool Supervisor::apply_metrics(const config::Config& config) {
-  if (!config.metrics) {
-    if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
-    metrics_.reset();
-    return true;
-  }
-  if (metrics_ && metrics_->address() == config.metrics->listen) return true;
-  auto listen = [this](const config::ListenAddress& address) {
-    return metrics::Server::listen(&loop_, timers_, address, [this] { return metrics_text(); });
-  };
-  auto server = listen(config.metrics->listen);
-  if (!server && metrics_) {
-    // A reload that keeps the port and changes the host (127.0.0.1 to
-    // 0.0.0.0) needs the old socket closed first; if the new one still
-    // fails, the old address comes back.
-    config::ListenAddress old = metrics_->address();
-    metrics_.reset();
-    server = listen(config.metrics->listen);
-    if (!server) {
-      log::error("{}", server.error().message);
-      if (auto back = listen(old)) {
-        metrics_ = std::move(back.value());
-        log::warn("metrics: still serving {}", metrics_->url());
-      }
-      return false;
-    }
-  }
-  if (!server) {
-    log::error("{}", server.error().message);
-    return false;
-  }
-  if (metrics_) log::info("metrics: no longer served on {}", metrics_->url());
-  metrics_ = std::move(server.value());
-  log::info("metrics: serving {}", metrics_->url());
-  return true;
-}
-
-std::string Supervisor::metrics_text() {
-  SupervisorStatus snapshot = status();
-  metrics::Figures figures;
-  figures.status = &snapshot;
-  auto process = metrics::read_process_stats(options_.paths.proc);
-  if (process) figures.process = *process;
-  figures.sample_duration = &monitor_context_.sample_duration;
-  if (metrics_) {
-    const metrics::Server::Stats& s = metrics_->stats();
-    figures.server = {s.scrapes, s.refused, s.dropped};
-  }
-  return metrics::render(figures);
 }
 
 SupervisorStatus Supervisor::status(bool workers) const {

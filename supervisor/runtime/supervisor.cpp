@@ -87,6 +87,8 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                },
                .now = [this] { return timers_.now(); }},
               options_.paths.proc),
+      metrics_(&loop_, timers_, options_.paths.proc, monitor_context_.sample_duration,
+               [this] { return status(); }),
       systemd_status_(
           timers_, [this] { return summary_line(status(false)); }, notify_systemd),
       commands_(&loop_, timers_, programs_, deferred_,
@@ -110,7 +112,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
 }
 
 Supervisor::~Supervisor() {
-  metrics_.reset();
+  metrics_.close();
   log::observe_events(nullptr);
   log::observe_output(nullptr);
   systemd_status_.stop();
@@ -157,7 +159,7 @@ int Supervisor::run() {
   // Before any cgroup: a second recycler of this config stops here.
   if (!commands_.open(config_, options_.config_path, options_.wrap_mode)) return 1;
   // Before anything is created: an address in use leaves nothing behind.
-  if (!apply_metrics(config_)) return 1;
+  if (!metrics_.apply(config_)) return 1;
   start_watchdog();
 
   auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
@@ -303,7 +305,7 @@ void Supervisor::finish_shutdown() {
   cgroups_->close();
   signals_.clear();
   router_.close();
-  metrics_.reset();
+  metrics_.close();
   log::info("recycler stopped");
   uv_stop(&loop_);
 }

@@ -39,6 +39,7 @@
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
+#include "supervisor/runtime/metrics_endpoint.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/program.h"
 #include "supervisor/runtime/start_up.h"
@@ -91,10 +92,6 @@ class Supervisor {
   void clear_workers(Program& program);
   // GPU figures (gpu/sampler.h) from when a config first asks for them.
   void start_gpu(const config::Config& config);
-  // The metrics endpoint (metrics/server.h) where `config` asks for one:
-  // opened, moved or closed to match it; false when it cannot listen there.
-  bool apply_metrics(const config::Config& config);
-  std::string metrics_text();
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
@@ -128,7 +125,7 @@ class Supervisor {
   // The programs' notify sockets, and where what their workers send goes.
   notify::Router router_;
   std::unique_ptr<cgroup::Manager> cgroups_;
-  std::unique_ptr<metrics::Server> metrics_;
+  MetricsEndpoint metrics_;
   // Processes that leave their worker's cgroup (escapes.h), once cgroups are open.
   std::unique_ptr<EscapeWatch> escapes_;
   Programs programs_;
