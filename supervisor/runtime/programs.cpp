@@ -186,7 +186,7 @@ ReloadOutcome Supervisor::reload() {
   if (next.control != config_.control)
     log::warn("control: the control socket stays as it is until recycler restarts");
   log::init(next.log.level, next.log.format);
-  start_gpu(next);
+  gpu_.apply(next);
   metrics_.apply(next);
 
   std::vector<std::string> names;

@@ -1,7 +1,6 @@
 // What Supervisor (supervisor.h) shows of itself: the status snapshot the
 // control socket, systemd's STATUS= line (systemd_status.h) and the metrics
-// endpoint (metrics_endpoint.h) are made of, and the GPU sampler some of
-// those figures come from.
+// endpoint (metrics_endpoint.h) are made of.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,20 +13,6 @@
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
-
-void Supervisor::start_gpu(const config::Config& config) {
-  std::optional<std::string> library = config.nvml_library();
-  if (!library) return;
-  if (gpu_) {
-    if (*library != gpu_library_)
-      log::warn("gpu.nvml: NVML stays {} until recycler restarts (a loaded library stays)",
-                gpu_library_);
-    return;
-  }
-  gpu_library_ = *library;
-  gpu_ = std::make_unique<gpu::Sampler>(&loop_, timers_, *library, options_.paths.proc, ::getpid());
-  monitor_context_.gpu = gpu_.get();
-}
 
 SupervisorStatus Supervisor::status(bool workers) const {
   SupervisorStatus out;

@@ -75,6 +75,8 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  schedule_finished_check();
                }},
       procs_(options_.paths.proc),
+      gpu_(&loop_, timers_, options_.paths.proc,
+           [this](gpu::Sampler* sampler) { monitor_context_.gpu = sampler; }),
       router_(&loop_,
               {.place = [this](pid_t pid) -> std::optional<notify::Place> {
                  auto id = cgroups_ ? cgroups_->owner_of(pid) : std::nullopt;
@@ -119,8 +121,7 @@ Supervisor::~Supervisor() {
   commands_.close();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
-  monitor_context_.gpu = nullptr;
-  gpu_.reset();  // waits for a query in flight (one NVML call)
+  gpu_.stop();  // waits for a query in flight (one NVML call)
   router_.close();
   signals_.clear();
   deferred_.cancel();
@@ -186,7 +187,7 @@ int Supervisor::run() {
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 
   router_.open_runtime_dir();
-  start_gpu(config_);
+  gpu_.apply(config_);
 
   start_up();
   uv_run(&loop_, UV_RUN_DEFAULT);
@@ -199,10 +200,7 @@ void Supervisor::start_watchdog() {
       [this](TimePoint now, std::vector<Progress>& progress) {
         for (const auto& [name, program] : programs_)
           if (program.monitor) program.monitor->sampling_progress(now, progress);
-        if (gpu_)
-          if (auto since = gpu_->in_flight_since())
-            progress.push_back({"the GPU query", gpu_->interval(),
-                                std::chrono::duration_cast<Duration>(now - *since)});
+        gpu_.progress(now, progress);
       },
       notify_systemd);
 }

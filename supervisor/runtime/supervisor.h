@@ -39,6 +39,7 @@
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
+#include "supervisor/runtime/gpu_sampling.h"
 #include "supervisor/runtime/metrics_endpoint.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/program.h"
@@ -90,8 +91,6 @@ class Supervisor {
   WorkerStatus worker_status(const Worker& worker, const ProgramMonitor* monitor) const;
 
   void clear_workers(Program& program);
-  // GPU figures (gpu/sampler.h) from when a config first asks for them.
-  void start_gpu(const config::Config& config);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
@@ -119,9 +118,8 @@ class Supervisor {
   listen::Inherited inherited_ = listen::Inherited::from_environment();
   WorkerServices context_;
   probe::ProcessReader procs_;
-  std::unique_ptr<gpu::Sampler> gpu_;
-  std::string gpu_library_;
   MonitorContext monitor_context_{&loop_, timers_, procs_, rng_};
+  GpuSampling gpu_;
   // The programs' notify sockets, and where what their workers send goes.
   notify::Router router_;
   std::unique_ptr<cgroup::Manager> cgroups_;
