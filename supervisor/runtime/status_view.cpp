@@ -7,12 +7,127 @@
 
 #include "policies/base/units.h"
 #include "policies/metric.h"
-#include "supervisor/config/parse.h"
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
+namespace {
+
+// How a worker's policies look at its memory: whether one looks at each
+// process, and the metric one reads there.
+struct WatchedMemory {
+  bool per_process = false;
+  std::optional<policies::Metric> process_metric;
+};
+
+// The memory metric the first policy with one watches (else "current"), its
+// limit and scope.
+WatchedMemory fill_watched_memory(WorkerStatus& s, const config::ProgramConfig& cfg) {
+  WatchedMemory watched;
+  s.memory_metric = "current";
+  for (const config::PolicyConfig& p : cfg.policies) {
+    if ((p.policy->needs() & policies::kNeedsProcesses) || p.policy->per_process())
+      watched.per_process = true;
+    if (s.memory_metric != "current" || !p.policy->metric()) continue;
+    s.memory_metric = std::string(*p.policy->metric());
+    s.limit = p.policy->limit(cfg.limits.memory_max);
+    if (p.policy->per_process()) {
+      s.memory_scope = "process";
+      watched.process_metric = policies::parse_metric(s.memory_metric);
+    }
+  }
+  if (!s.limit && s.memory_scope == "worker") s.limit = cfg.limits.memory_max;
+  return watched;
+}
+
+// The processes of the slot's last sample, largest first.
+void fill_sampled_processes(WorkerStatus& s, const engine::RecycleController& controller,
+                            unsigned slot, const policies::Sample& last,
+                            const std::optional<policies::Metric>& metric) {
+  for (const policies::ProcessSample& p : last.processes) {
+    ProcessStatus& ps = s.processes.emplace_back();
+    ps.pid = p.pid;
+    ps.main = p.main;
+    ps.recycling = p.recycling;
+    if (metric) ps.memory = policies::value(p, *metric);
+    ps.requests = p.requests;
+    ps.request_limit = controller.process_request_limit(slot, p.pid);
+    if (ps.memory) s.process_memory = std::max(s.process_memory.value_or(0), *ps.memory);
+  }
+  std::stable_sort(s.processes.begin(), s.processes.end(),
+                   [](const ProcessStatus& a, const ProcessStatus& b) {
+                     return a.memory.value_or(0) > b.memory.value_or(0);
+                   });
+  if (s.processes.size() > kMaxStatusProcesses) s.processes.resize(kMaxStatusProcesses);
+}
+
+// What the slot's last sample says: memory, threads, requests, processes
+// and the predicting policies' outlooks.
+void fill_sampled(WorkerStatus& s, const config::ProgramConfig& cfg,
+                  const engine::RecycleController& controller, unsigned slot,
+                  const policies::Sample& last, const WatchedMemory& watched) {
+  using policies::Metric;
+  for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
+                   Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
+    if (auto v = policies::value(last, m)) s.memory[std::string(policies::to_string(m))] = *v;
+  s.threads = last.threads;
+  s.requests = controller.requests_served(slot);
+  if (watched.per_process)
+    fill_sampled_processes(s, controller, slot, last, watched.process_metric);
+  for (auto [policy, outlook] : controller.outlooks(slot))
+    s.outlooks.push_back(
+        {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
+}
+
+// No policy samples the cgroup: its figures are read now (one read each).
+void fill_cgroup_memory(WorkerStatus& s, const Worker& w) {
+  if (!s.pid || s.memory.count("current")) return;
+  if (auto dir = w.cgroup().memory_dir()) {
+    probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
+    if (m.current) s.memory["current"] = *m.current;
+    if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
+    if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
+  }
+}
+
+WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
+                              const StatusCounters& counters, const Timers& timers) {
+  WorkerStatus s;
+  const config::ProgramConfig& cfg = w.program();
+  s.program = cfg.name;
+  s.slot = w.slot();
+  s.state = to_string(w.state());
+  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
+      w.phase() != StopPhase::None)
+    s.phase = to_string(w.phase());
+  s.pid = w.pid();
+  s.generation = w.generation();
+  s.restarts_recycles = w.recycles();
+  s.restarts_crashes = w.crashes();
+  s.last_recycle_reason = w.last_recycle_reason();
+  // A pre-fork server's processes recycled one by one count as its recycles.
+  if (const StatusCounters::SlotRecycles* r = counters.slot(cfg.name, w.slot())) {
+    s.process_recycles = r->processes;
+    s.restarts_recycles += r->processes;
+    if (r->last_was_process) s.last_recycle_reason = r->last_process_reason;
+  }
+  if (s.pid) {
+    auto up = timers.now() - w.started_at();
+    s.uptime_s = std::chrono::duration<double>(up).count();
+    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
+                       (std::chrono::system_clock::now() - up).time_since_epoch())
+                       .count();
+  }
+  WatchedMemory watched = fill_watched_memory(s, cfg);
+  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
+  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
+  if (last && s.pid) fill_sampled(s, cfg, *controller, w.slot(), *last, watched);
+  fill_cgroup_memory(s, w);
+  return s;
+}
+
+}  // namespace
 
 SupervisorStatus Supervisor::status(bool workers) const {
   SupervisorStatus out;
@@ -31,97 +146,14 @@ SupervisorStatus Supervisor::status(bool workers) const {
     }
     for (const auto& w : program.workers) {
       if (w->state() == WorkerState::Running) ++p.running;
-      if (workers) p.workers.push_back(worker_status(*w, program.monitor.get()));
+      if (workers)
+        p.workers.push_back(status_of_worker(*w, program.monitor.get(), counters_, timers_));
     }
     out.workers += static_cast<unsigned>(program.workers.size());
     out.workers_running += p.running;
   }
   counters_.fill(out);
   return out;
-}
-
-WorkerStatus Supervisor::worker_status(const Worker& w, const ProgramMonitor* monitor) const {
-  WorkerStatus s;
-  const config::ProgramConfig& cfg = w.program();
-  s.program = cfg.name;
-  s.slot = w.slot();
-  s.state = to_string(w.state());
-  if ((w.state() == WorkerState::Running || w.state() == WorkerState::Stopping) &&
-      w.phase() != StopPhase::None)
-    s.phase = to_string(w.phase());
-  s.pid = w.pid();
-  s.generation = w.generation();
-  s.restarts_recycles = w.recycles();
-  s.restarts_crashes = w.crashes();
-  s.last_recycle_reason = w.last_recycle_reason();
-  // A pre-fork server's processes recycled one by one count as its recycles.
-  if (const StatusCounters::SlotRecycles* r = counters_.slot(cfg.name, w.slot())) {
-    s.process_recycles = r->processes;
-    s.restarts_recycles += r->processes;
-    if (r->last_was_process) s.last_recycle_reason = r->last_process_reason;
-  }
-  if (s.pid) {
-    auto up = timers_.now() - w.started_at();
-    s.uptime_s = std::chrono::duration<double>(up).count();
-    s.start_time = std::chrono::duration_cast<std::chrono::seconds>(
-                       (std::chrono::system_clock::now() - up).time_since_epoch())
-                       .count();
-  }
-  s.memory_metric = "current";
-  std::optional<policies::Metric> process_metric;
-  bool per_process = false;  // some policy looks at each process
-  for (const config::PolicyConfig& p : cfg.policies) {
-    if ((p.policy->needs() & policies::kNeedsProcesses) || p.policy->per_process())
-      per_process = true;
-    if (s.memory_metric != "current" || !p.policy->metric()) continue;
-    s.memory_metric = std::string(*p.policy->metric());
-    s.limit = p.policy->limit(cfg.limits.memory_max);
-    if (p.policy->per_process()) {
-      s.memory_scope = "process";
-      process_metric = policies::parse_metric(s.memory_metric);
-    }
-  }
-  if (!s.limit && s.memory_scope == "worker") s.limit = cfg.limits.memory_max;
-  const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
-  const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
-  if (last && s.pid) {
-    using policies::Metric;
-    for (Metric m : {Metric::Current, Metric::Anon, Metric::File, Metric::Rss, Metric::Pss,
-                     Metric::Uss, Metric::Device, Metric::Gpu, Metric::GpuTotal})
-      if (auto v = policies::value(*last, m)) s.memory[std::string(policies::to_string(m))] = *v;
-    s.threads = last->threads;
-    s.requests = controller->requests_served(w.slot());
-    if (per_process) {
-      for (const policies::ProcessSample& p : last->processes) {
-        ProcessStatus& ps = s.processes.emplace_back();
-        ps.pid = p.pid;
-        ps.main = p.main;
-        ps.recycling = p.recycling;
-        if (process_metric) ps.memory = policies::value(p, *process_metric);
-        ps.requests = p.requests;
-        ps.request_limit = controller->process_request_limit(w.slot(), p.pid);
-        if (ps.memory) s.process_memory = std::max(s.process_memory.value_or(0), *ps.memory);
-      }
-      std::stable_sort(s.processes.begin(), s.processes.end(),
-                       [](const ProcessStatus& a, const ProcessStatus& b) {
-                         return a.memory.value_or(0) > b.memory.value_or(0);
-                       });
-      if (s.processes.size() > kMaxStatusProcesses) s.processes.resize(kMaxStatusProcesses);
-    }
-    for (auto [policy, outlook] : controller->outlooks(w.slot()))
-      s.outlooks.push_back(
-          {std::string(cfg.policies[policy].policy->name()), outlook->slope, outlook->predicted_s});
-  }
-  // No policy samples the cgroup: its figures are read now (one read each).
-  if (s.pid && !s.memory.count("current")) {
-    if (auto dir = w.cgroup().memory_dir()) {
-      probe::CgroupMemory m = probe::CgroupReader(dir->fd, dir->v2).read(false);
-      if (m.current) s.memory["current"] = *m.current;
-      if (m.anon && !s.memory.count("anon")) s.memory["anon"] = *m.anon;
-      if (m.file && !s.memory.count("file")) s.memory["file"] = *m.file;
-    }
-  }
-  return s;
 }
 
 }  // namespace recycler

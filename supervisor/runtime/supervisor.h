@@ -88,8 +88,6 @@ class Supervisor {
   void stop_workers(Program& program, bool force, std::function<void()> done);
   void warn_unenforced(const config::ProgramConfig& program);
 
-  WorkerStatus worker_status(const Worker& worker, const ProgramMonitor* monitor) const;
-
   void clear_workers(Program& program);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
