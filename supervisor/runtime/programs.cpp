@@ -12,6 +12,61 @@
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
+namespace {
+
+void warn_unenforced(const config::ProgramConfig& program, const cgroup::Manager& cgroups) {
+  if (!program.limits.any()) return;
+  if (!cgroups.enforcing()) {
+    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
+    return;
+  }
+  std::string missing = unenforceable_limits(program.limits, cgroups.layout().missing);
+  if (!missing.empty())
+    log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
+              missing);
+}
+
+// The config file reread for a reload, with the cgroup root it must keep
+// (`running_root`; `options`' root wins over the file's); nullopt when it
+// cannot be used (logged, and said in `out`). Its warnings are in `out`.
+std::optional<config::Config> load_for_reload(const SupervisorOptions& options,
+                                              const std::string& running_root, ReloadOutcome& out) {
+  if (options.config_path.empty()) {
+    out.message = "nothing to reload (recycler was started without a config file)";
+    log::warn("SIGHUP: {}", out.message);
+    return std::nullopt;
+  }
+  log::info("SIGHUP: reloading {}", options.config_path);
+  config::LoadResult loaded = config::load_file(options.config_path);
+  for (const config::Diagnostic& w : loaded.warnings) {
+    log::warn("{}", w.str());
+    out.warnings.push_back(w.str());
+  }
+  if (!loaded.config) {
+    for (const config::Diagnostic& e : loaded.errors) {
+      log::error("{}", e.str());
+      out.errors.push_back(e.str());
+    }
+    out.message = fmt::format(
+        "reload failed: {} error{} in {}; the running configuration stays in effect",
+        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options.config_path);
+    log::error("{}", out.message);
+    return std::nullopt;
+  }
+  config::Config next = std::move(*loaded.config);
+  if (!options.cgroup_root.empty()) next.cgroup_root = options.cgroup_root;
+  if (next.cgroup_root != running_root) {
+    out.message = fmt::format(
+        "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
+        "running configuration stays in effect (restart recycler to move it)",
+        running_root, next.cgroup_root);
+    log::error("{}", out.message);
+    return std::nullopt;
+  }
+  return next;
+}
+
+}  // namespace
 
 void Supervisor::start_up() {
   StartUp::Steps steps{
@@ -26,7 +81,7 @@ void Supervisor::start_up() {
       .start =
           [this](const config::ProgramConfig& p) {
             Program& program = programs_.at(p.name);
-            warn_unenforced(*program.config);
+            warn_unenforced(*program.config, *cgroups_);
             program.start_workers();
           },
       .cancelled = [this] { return shutting_down_; },
@@ -89,18 +144,6 @@ void Supervisor::clear_workers(Program& program) {
   router_.remove(program.config->name);
 }
 
-void Supervisor::warn_unenforced(const config::ProgramConfig& program) {
-  if (!program.limits.any()) return;
-  if (!cgroups_->enforcing()) {
-    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
-    return;
-  }
-  std::string missing = unenforceable_limits(program.limits, cgroups_->layout().missing);
-  if (!missing.empty())
-    log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
-              missing);
-}
-
 void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
   auto pending = std::make_shared<size_t>(program.workers.size());
   if (*pending == 0) {
@@ -141,7 +184,7 @@ void Supervisor::replace_program(const std::string& name,
     }
     p.config = std::move(p.next);
     p.next = nullptr;
-    warn_unenforced(*p.config);
+    warn_unenforced(*p.config, *cgroups_);
     if (create_workers(p))
       p.start_workers();
     else
@@ -151,44 +194,25 @@ void Supervisor::replace_program(const std::string& name,
 
 ReloadOutcome Supervisor::reload() {
   ReloadOutcome out;
-  if (options_.config_path.empty()) {
-    out.message = "nothing to reload (recycler was started without a config file)";
-    log::warn("SIGHUP: {}", out.message);
-    return out;
-  }
-  log::info("SIGHUP: reloading {}", options_.config_path);
-  config::LoadResult loaded = config::load_file(options_.config_path);
-  for (const config::Diagnostic& w : loaded.warnings) {
-    log::warn("{}", w.str());
-    out.warnings.push_back(w.str());
-  }
-  if (!loaded.config) {
-    for (const config::Diagnostic& e : loaded.errors) {
-      log::error("{}", e.str());
-      out.errors.push_back(e.str());
-    }
-    out.message = fmt::format(
-        "reload failed: {} error{} in {}; the running configuration stays in effect",
-        loaded.errors.size(), loaded.errors.size() == 1 ? "" : "s", options_.config_path);
-    log::error("{}", out.message);
-    return out;
-  }
-  config::Config next = std::move(*loaded.config);
-  if (!options_.cgroup_root.empty()) next.cgroup_root = options_.cgroup_root;
-  if (next.cgroup_root != config_.cgroup_root) {
-    out.message = fmt::format(
-        "reload failed: cgroup_root cannot change while recycler runs ({} -> {}); the "
-        "running configuration stays in effect (restart recycler to move it)",
-        config_.cgroup_root, next.cgroup_root);
-    log::error("{}", out.message);
-    return out;
-  }
-  if (next.control != config_.control)
+  std::optional<config::Config> next = load_for_reload(options_, config_.cgroup_root, out);
+  if (!next) return out;
+  if (next->control != config_.control)
     log::warn("control: the control socket stays as it is until recycler restarts");
-  log::init(next.log.level, next.log.format);
-  gpu_.apply(next);
-  metrics_.apply(next);
+  log::init(next->log.level, next->log.format);
+  gpu_.apply(*next);
+  metrics_.apply(*next);
+  reload_programs(*next, out);
+  commands_.reloaded(out.unchanged);
+  config_ = std::move(*next);
+  out.ok = true;
+  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
+                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
+                            out.started.size());
+  log::info("{}", out.message);
+  return out;
+}
 
+void Supervisor::reload_programs(const config::Config& next, ReloadOutcome& out) {
   std::vector<std::string> names;
   for (auto& [name, program] : programs_) names.push_back(name);
   for (const std::string& name : names) {
@@ -214,19 +238,11 @@ ReloadOutcome Supervisor::reload() {
     program.config = std::make_shared<const config::ProgramConfig>(p);
     log::info("{}: new in the config; starting it", p.name);
     if (!create_workers(program)) continue;
-    warn_unenforced(*program.config);
+    warn_unenforced(*program.config, *cgroups_);
     auto& inserted = programs_.emplace(p.name, std::move(program)).first->second;
     inserted.start_workers();
     out.started.push_back(p.name);
   }
-  commands_.reloaded(out.unchanged);
-  config_ = std::move(next);
-  out.ok = true;
-  out.message = fmt::format("reloaded: {} unchanged, {} restarted, {} stopped, {} started",
-                            out.unchanged.size(), out.restarted.size(), out.stopped.size(),
-                            out.started.size());
-  log::info("{}", out.message);
-  return out;
 }
 
 }  // namespace recycler

@@ -86,7 +86,6 @@ class Supervisor {
   bool create_workers(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
-  void warn_unenforced(const config::ProgramConfig& program);
 
   void clear_workers(Program& program);
 
@@ -96,6 +95,9 @@ class Supervisor {
   void on_signal(int signum);
   // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
   ReloadOutcome reload();
+  // A reload's changes to the programs: the unchanged kept, the changed
+  // restarted, the removed stopped, the new started.
+  void reload_programs(const config::Config& next, ReloadOutcome& out);
 
   void shutdown(int exit_code, bool force);
   void finish_shutdown();
