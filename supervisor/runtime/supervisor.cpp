@@ -53,6 +53,63 @@ std::optional<config::Rlimit> raise_nofile_limit() {
   return original;
 }
 
+// Signal handlers for `signums` on `loop`, each with `owner` as its data (as
+// uv::poll does): `handler` finds its owner there, and must return at once
+// when it is null (a closed handle).
+std::vector<uv::Handle<uv_signal_t>> catch_signals(uv_loop_t* loop,
+                                                   std::initializer_list<int> signums, void* owner,
+                                                   uv_signal_cb handler) {
+  std::vector<uv::Handle<uv_signal_t>> handles;
+  for (int signum : signums) {
+    auto* h = new uv_signal_t;
+    uv_signal_init(loop, h);
+    h->data = owner;
+    handles.emplace_back(h);
+    uv_signal_start(h, handler, signum);
+  }
+  return handles;
+}
+
+// The cgroup hierarchy the workers' cgroups go under; null (logged) when it
+// cannot be used.
+std::unique_ptr<cgroup::Manager> open_cgroups(const std::string& root,
+                                              const SupervisorOptions& options) {
+  auto opened =
+      cgroup::open(cgroup::detect(root, options.paths), options.paths, {options.per_run_root});
+  if (!opened) {
+    log::error("{}", opened.error().message);
+    return nullptr;
+  }
+  return std::move(opened.value());
+}
+
+// The line that says recycler runs: its version and pid, and whether (and
+// how) its workers' cgroups enforce their limits.
+void log_cgroup_mode(const cgroup::Manager& cgroups) {
+  const cgroup::Layout& layout = cgroups.layout();
+  if (cgroups.enforcing())
+    log::info("recycler {} (pid {}): cgroup {}, worker cgroups under {}", RECYCLER_VERSION,
+              ::getpid(), cgroup::to_string(layout.mode), layout.display_root());
+  else
+    log::warn(
+        "recycler {} (pid {}): limits are NOT enforced: {}; workers are tracked by their "
+        "session from /proc instead",
+        RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
+}
+
+// What recycler's exit code is once every program has finished by itself.
+int exit_code_when_finished(const Programs& programs, bool wrap_mode) {
+  int code = 0;
+  for (const auto& [name, program] : programs) {
+    for (const auto& w : program.workers) {
+      auto exit = w->last_exit();
+      if (wrap_mode) return exit ? exit->shell_code() : 1;
+      if (w->state() == WorkerState::Failed || !exit || !exit->success()) code = 1;
+    }
+  }
+  return code;
+}
+
 }  // namespace
 
 void notify_systemd(const std::string& state) {
@@ -144,18 +201,10 @@ int Supervisor::run() {
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
-  for (int signum : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) {
-    auto* h = new uv_signal_t;
-    uv_signal_init(&loop_, h);
-    h->data = this;
-    signals_.emplace_back(h);
-    uv_signal_start(
-        h,
-        [](uv_signal_t* s, int sig) {
-          if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
-        },
-        signum);
-  }
+  signals_ =
+      catch_signals(&loop_, {SIGTERM, SIGINT, SIGHUP, SIGCHLD}, this, [](uv_signal_t* s, int sig) {
+        if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
+      });
 
   // Before any cgroup: a second recycler of this config stops here.
   if (!commands_.open(config_, options_.config_path, options_.wrap_mode)) return 1;
@@ -163,28 +212,15 @@ int Supervisor::run() {
   if (!metrics_.apply(config_)) return 1;
   start_watchdog();
 
-  auto opened = cgroup::open(cgroup::detect(config_.cgroup_root, options_.paths), options_.paths,
-                             {options_.per_run_root});
-  if (!opened) {
-    log::error("{}", opened.error().message);
-    return 1;
-  }
-  cgroups_ = std::move(opened.value());
+  cgroups_ = open_cgroups(config_.cgroup_root, options_);
+  if (!cgroups_) return 1;
   // Orphans of workers come back to recycler, not to init: whatever leaves a
   // worker's cgroup stays in view (escapes.h).
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     log::warn("cannot become the subreaper of the workers' processes: {}", std::strerror(errno));
   escapes_ =
       std::make_unique<EscapeWatch>(timers_, deferred_, options_.paths.proc, ::getpid(), *cgroups_);
-  const cgroup::Layout& layout = cgroups_->layout();
-  if (cgroups_->enforcing())
-    log::info("recycler {} (pid {}): cgroup {}, worker cgroups under {}", RECYCLER_VERSION,
-              ::getpid(), cgroup::to_string(layout.mode), layout.display_root());
-  else
-    log::warn(
-        "recycler {} (pid {}): limits are NOT enforced: {}; workers are tracked by their "
-        "session from /proc instead",
-        RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
+  log_cgroup_mode(*cgroups_);
 
   router_.open_runtime_dir();
   gpu_.apply(config_);
@@ -326,19 +362,7 @@ void Supervisor::check_finished() {
       if (w->state() != WorkerState::Stopped && w->state() != WorkerState::Failed) return;
   }
   log::info("every program has exited and none will be restarted; recycler exits");
-  shutdown(finished_exit_code(), false);
-}
-
-int Supervisor::finished_exit_code() const {
-  int code = 0;
-  for (const auto& [name, program] : programs_) {
-    for (const auto& w : program.workers) {
-      auto exit = w->last_exit();
-      if (options_.wrap_mode) return exit ? exit->shell_code() : 1;
-      if (w->state() == WorkerState::Failed || !exit || !exit->success()) code = 1;
-    }
-  }
-  return code;
+  shutdown(exit_code_when_finished(programs_, options_.wrap_mode), false);
 }
 
 }  // namespace recycler

@@ -86,7 +86,6 @@ class Supervisor {
   bool create_workers(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
   void stop_workers(Program& program, bool force, std::function<void()> done);
-
   void clear_workers(Program& program);
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
@@ -103,7 +102,6 @@ class Supervisor {
   void finish_shutdown();
   void schedule_finished_check();
   void check_finished();
-  int finished_exit_code() const;
 
   config::Config config_;
   SupervisorOptions options_;
@@ -137,7 +135,6 @@ class Supervisor {
   StatusCounters counters_;
   TimePoint started_at_{};
   SystemdStatus systemd_status_;
-
   // The control socket and what its commands do (control_actions.h).
   OperatorCommands commands_;
   std::unique_ptr<SystemdWatchdog> watchdog_;
