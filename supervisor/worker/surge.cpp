@@ -258,8 +258,7 @@ bool Surge::exited(unsigned generation, ExitStatus status) {
 void Surge::side_exited(std::unique_ptr<SideGeneration>& side, const char* which,
                         ExitStatus status) {
   auto uptime = std::chrono::duration_cast<Duration>(timers_.now() - side->started);
-  std::optional<uint64_t> oom_now = side->cgroup->oom_kills();
-  bool oom = oom_now && side->oom_kills_at_start && *oom_now > *side->oom_kills_at_start;
+  bool oom = side->oom_killed();
   bool expected = side->stopping;
   log::event(expected && !oom ? Level::Info : Level::Warn, oom ? "oom_kill" : "exit",
              fmt::format("{} generation {} ({}) {} after {}{}", name_, side->generation, which,
@@ -286,14 +285,12 @@ void Surge::side_exited(std::unique_ptr<SideGeneration>& side, const char* which
 void Surge::drain_side(std::unique_ptr<SideGeneration>* side, TimePoint deadline) {
   SideGeneration& s = **side;
   s.process.reset();
-  if (s.cgroup->populated() && timers_.now() < deadline) {
-    s.cgroup->kill_all();
-    s.timer = timers_.after(kDrainPoll, [this, side, deadline] { drain_side(side, deadline); });
-    return;
-  }
-  if (s.cgroup->populated())
-    log::error("{}: {} process(es) still in {} {} after SIGKILL; going on without them", name_,
-               s.cgroup->pids().size(), s.cgroup->path(), format_duration(kDrainTimeout));
+  drain_cgroup(timers_, *s.cgroup, deadline, s.timer, name_, [this, side] { remove_side(side); });
+}
+
+// A side generation's cgroup has drained: it is gone.
+void Surge::remove_side(std::unique_ptr<SideGeneration>* side) {
+  SideGeneration& s = **side;
   if (Status removed = s.cgroup->remove(); !removed)
     log::warn("{}: cannot remove its cgroup {}: {}", name_, s.cgroup->path(),
               removed.error().message);

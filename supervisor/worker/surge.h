@@ -25,6 +25,7 @@
 #include "supervisor/engine/vocabulary.h"
 #include "supervisor/process/process.h"
 #include "supervisor/util/timers.h"
+#include "supervisor/worker/drain.h"
 #include "supervisor/worker/environment.h"
 #include "supervisor/worker/restart_backoff.h"
 
@@ -44,6 +45,12 @@ struct GenerationRun {
   unsigned generation = 0;
   TimePoint started{};
   std::optional<uint64_t> oom_kills_at_start;  // its cgroup's count when it started
+
+  // The kernel OOM-killed a process of its cgroup since it started.
+  bool oom_killed() const {
+    std::optional<uint64_t> now = cgroup->oom_kills();
+    return now && oom_kills_at_start && *now > *oom_kills_at_start;
+  }
 };
 
 // A generation of a slot beside its main one: the next one of a surge, or
@@ -124,8 +131,8 @@ class Surge {
   engine::Generation generation_in(unsigned variant) const;
 
   // How long a drain waits for a cgroup to empty after SIGKILL, at most, and how often it looks.
-  static constexpr Duration kDrainTimeout{5000};
-  static constexpr Duration kDrainPoll{10};
+  static constexpr Duration kDrainTimeout = kCgroupDrainTimeout;
+  static constexpr Duration kDrainPoll = kCgroupDrainPoll;
 
  private:
   void begin();
@@ -137,6 +144,7 @@ class Surge {
   void stop_side(SideGeneration& side);
   void side_exited(std::unique_ptr<SideGeneration>& side, const char* which, ExitStatus status);
   void drain_side(std::unique_ptr<SideGeneration>* side, TimePoint deadline);
+  void remove_side(std::unique_ptr<SideGeneration>* side);
 
   SurgeHost& host_;
   Timers& timers_;

@@ -177,12 +177,12 @@ void Worker::on_exit(ExitStatus status) {
     if (n > 0)
       log::info("{}: killed {} leftover process{} in its cgroup", name_, n, n == 1 ? "" : "es");
   }
-  drain(ctx_.timers.now() + kDrainTimeout);
+  drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name_,
+               [this] { after_drain(); });
 }
 
 void Worker::report_exit(const ExitStatus& status, Duration uptime) {
-  std::optional<uint64_t> oom_now = main_.cgroup->oom_kills();
-  bool oom = oom_now && main_.oom_kills_at_start && *oom_now > *main_.oom_kills_at_start;
+  bool oom = main_.oom_killed();
   const auto& max = program_->limits.memory_max;
   std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
                           : "no memory limit on its cgroup: the host ran out of memory";
@@ -212,21 +212,6 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   else
     fields.emplace_back("status", status.code);
   log::event(level, oom ? "oom_kill" : "exit", message, fields);
-}
-
-void Worker::drain(TimePoint deadline) {
-  if (!main_.cgroup->populated()) {
-    after_drain();
-    return;
-  }
-  if (ctx_.timers.now() >= deadline) {
-    log::error("{}: {} process(es) still in {} {} after SIGKILL; going on without them", name_,
-               main_.cgroup->pids().size(), main_.cgroup->path(), format_duration(kDrainTimeout));
-    after_drain();
-    return;
-  }
-  main_.cgroup->kill_all();
-  timer_ = ctx_.timers.after(kDrainPoll, [this, deadline] { drain(deadline); });
 }
 
 void Worker::after_drain() {

@@ -220,7 +220,6 @@ class Worker final : private SurgeHost {
   void spawn();
   void on_exit(ExitStatus status);
   void report_exit(const ExitStatus& status, Duration uptime);
-  void drain(TimePoint deadline);
   void after_drain();
   void replace(Duration delay, std::optional<RecycleCause> cause);
   void schedule_restart(Duration uptime, bool failed_start);
