@@ -34,8 +34,10 @@ class Timers {
   // ones were spread (a sampling tick per program would wake it once per
   // program). Never late; early by less than `grain`; a `grain` of zero, or
   // longer than `delay`, is after().
-  [[nodiscard]] std::unique_ptr<Timer> aligned(Duration delay, Duration grain,
-                                               std::function<void()> fire) {
+  // (The loop's implementation also makes timers due at the same instant
+  // share one timer of its own: uv.h.)
+  [[nodiscard]] virtual std::unique_ptr<Timer> aligned(Duration delay, Duration grain,
+                                                       std::function<void()> fire) {
     return after(align(delay, grain, clock_ms()), std::move(fire));
   }
   // `delay` from `now_ms`, moved back to the last multiple of `grain`.

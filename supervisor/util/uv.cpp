@@ -1,6 +1,7 @@
 #include "supervisor/util/uv.h"
 
 #include <string>
+#include <utility>
 
 namespace recycler::uv {
 namespace {
@@ -30,6 +31,22 @@ class UvTimer final : public Timer {
   Handle<uv_timer_t> handle_;
 };
 
+// One timer of a batch (LoopTimers::aligned): in its batch's list until it
+// fires or its handle is destroyed.
+class BatchedTimer final : public Timer, public ListNode {
+ public:
+  explicit BatchedTimer(std::function<void()> fire) : fire_(std::move(fire)) {}
+  // Takes it out of its list, then runs its callback, which may destroy it.
+  void fire() {
+    unlink();
+    auto callback = std::move(fire_);
+    callback();
+  }
+
+ private:
+  std::function<void()> fire_;
+};
+
 }  // namespace
 
 Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events, uv_poll_cb cb) {
@@ -49,6 +66,30 @@ Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events,
 
 std::unique_ptr<Timer> LoopTimers::after(Duration delay, std::function<void()> fire) {
   return std::make_unique<UvTimer>(loop_, delay, std::move(fire));
+}
+
+std::unique_ptr<Timer> LoopTimers::aligned(Duration delay, Duration grain,
+                                           std::function<void()> fire) {
+  if (grain <= Duration{0} || delay < grain) return after(delay, std::move(fire));
+  int64_t now_ms = clock_ms();
+  Duration wait = align(delay, grain, now_ms);
+  int64_t due = now_ms + wait.count();
+  Batch& batch = batches_[due];
+  if (!batch.timer) batch.timer = after(wait, [this, due] { fire_batch(due); });
+  auto timer = std::make_unique<BatchedTimer>(std::move(fire));
+  batch.timers.push_before(*timer);
+  return timer;
+}
+
+void LoopTimers::fire_batch(int64_t due) {
+  auto it = batches_.find(due);
+  if (it == batches_.end()) return;
+  // The batch goes first: a callback may set timers (of later instants) and
+  // destroy any handle, its own or one still waiting here (that one unlinks).
+  ListNode waiting;
+  waiting.take_all(it->second.timers);
+  batches_.erase(it);
+  while (!waiting.alone()) static_cast<BatchedTimer*>(waiting.next())->fire();
 }
 
 }  // namespace recycler::uv

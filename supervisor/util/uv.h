@@ -5,7 +5,9 @@
 
 #include <uv.h>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -67,11 +69,56 @@ class Handle {
 Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events = 0,
                                uv_poll_cb cb = nullptr);
 
+// A node of a circular, intrusive list that leaves its list when destroyed:
+// how aligned timers sit in the batch they are due with, so that cancelling
+// one (destroying its handle) costs no search and no allocation.
+class ListNode {
+ public:
+  ListNode() = default;
+  ListNode(const ListNode&) = delete;
+  ListNode& operator=(const ListNode&) = delete;
+  ~ListNode() { unlink(); }
+
+  bool alone() const { return next_ == this; }
+  ListNode* next() const { return next_; }
+  void unlink() {
+    prev_->next_ = next_;
+    next_->prev_ = prev_;
+    prev_ = next_ = this;
+  }
+  // Links `node` in just before this one (at the end, when this is a head).
+  void push_before(ListNode& node) {
+    node.prev_ = prev_;
+    node.next_ = this;
+    prev_->next_ = &node;
+    prev_ = &node;
+  }
+  // Moves every other node of `head`'s list into this (empty) one's.
+  void take_all(ListNode& head) {
+    if (head.alone()) return;
+    next_ = head.next_;
+    prev_ = head.prev_;
+    next_->prev_ = this;
+    prev_->next_ = this;
+    head.prev_ = head.next_ = &head;
+  }
+
+ private:
+  ListNode* prev_ = this;
+  ListNode* next_ = this;
+};
+
 class LoopTimers final : public Timers {
  public:
   explicit LoopTimers(uv_loop_t* loop) : loop_(loop) {}
   TimePoint now() const override { return SteadyClock::now(); }
   std::unique_ptr<Timer> after(Duration delay, std::function<void()> fire) override;
+  // Timers aligned to the same instant of the loop's clock (every worker's
+  // sampling tick of one sample_interval) share one libuv timer and fire in
+  // the order they were set: per tick, one small allocation instead of a
+  // uv_timer_t to open, start, stop and close.
+  std::unique_ptr<Timer> aligned(Duration delay, Duration grain,
+                                 std::function<void()> fire) override;
 
  protected:
   // The loop's own time, which its timers are due by: timers aligned on it
@@ -79,7 +126,15 @@ class LoopTimers final : public Timers {
   int64_t clock_ms() const override { return static_cast<int64_t>(uv_now(loop_)); }
 
  private:
+  // The timers due at one instant: the list's head and the libuv timer.
+  struct Batch {
+    ListNode timers;
+    std::unique_ptr<Timer> timer;
+  };
+  void fire_batch(int64_t due);
+
   uv_loop_t* loop_;
+  std::map<int64_t, Batch> batches_;  // by due time, in the loop's milliseconds
 };
 
 }  // namespace recycler::uv
