@@ -18,6 +18,11 @@
 # K-th worker has logged "started", in the middle of the start-up: then the
 # time until exit (target < 1 s), how many programs had started, and the same
 # checks that nothing is left behind.
+# Beside each N, the floor on this machine in the same run: the same N
+# `sleep 100000`s spawned back to back by one small process (posix_spawn, no
+# cgroups, no pipes, no log), then SIGKILLed and reaped; the ratio says how
+# much recycler adds to what the kernel and the workers themselves cost
+# (BENCH_FLOOR=0 skips it; needs Debian's /usr/bin/python3).
 # As root the open-file limit is raised first (about 6 fds per program).
 # Exit status: 0 when every check held, 1 otherwise.
 set -u
@@ -86,6 +91,26 @@ line_time() { date -d "$(cut -c1-23 <<<"$1")" +%s.%N; }
 run_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 
+FLOOR_PY=/usr/bin/python3
+# The floor: N posix_spawns of the workers' command, then SIGKILL and reap.
+# Prints "SPAWN_MS REAP_MS".
+floor() {
+  "$FLOOR_PY" - "$1" <<'PY'
+import os, signal, sys, time
+n = int(sys.argv[1])
+t0 = time.monotonic()
+pids = [os.posix_spawnp("sleep", ["sleep", "100000"], os.environ) for _ in range(n)]
+t1 = time.monotonic()
+for p in pids:
+    os.kill(p, signal.SIGKILL)
+for p in pids:
+    os.waitpid(p, 0)
+t2 = time.monotonic()
+print(f"{(t1 - t0) * 1000:.0f} {(t2 - t1) * 1000:.0f}")
+PY
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "-" }'; }
+
 OK=1
 echo "recycler start-up benchmark${TERM_AT:+, SIGTERM once $TERM_AT workers have started}"
 for N in "${COUNTS[@]}"; do
@@ -138,7 +163,8 @@ for N in "${COUNTS[@]}"; do
   if is_gone "$PID"; then
     wait "$PID"
     RC=$?
-    STOP="exit $RC in $(ms_between "$STOP0" "$STOP1") ms"
+    STOP_MS=$(ms_between "$STOP0" "$STOP1")
+    STOP="exit $RC in $STOP_MS ms"
     ((RC == 0)) || OK=0
   else
     STOP="still running 30 s after SIGTERM"
@@ -164,6 +190,11 @@ for N in "${COUNTS[@]}"; do
   else
     printf '  %5d programs: all started %6d ms after exec (%4d us per program), start-up CPU %d ms; stop: %s\n' \
       "$N" "$START_MS" "$((START_MS * 1000 / N))" "$CPU_MS" "$STOP"
+    if [[ ${BENCH_FLOOR:-1} != 0 && -x $FLOOR_PY ]]; then
+      read -r FLOOR_START FLOOR_STOP < <(floor "$N")
+      printf '  %5d sleeps, posix_spawn (the floor): spawned in %6d ms, killed and reaped in %d ms; recycler / floor: start %s, stop %s\n' \
+        "$N" "$FLOOR_START" "$FLOOR_STOP" "$(ratio "$START_MS" "$FLOOR_START")" "$(ratio "$STOP_MS" "$FLOOR_STOP")"
+    fi
   fi
   if ((OK == 0)); then
     echo "recycler's log (last lines):" >&2
