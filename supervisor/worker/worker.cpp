@@ -1,10 +1,8 @@
 #include "supervisor/worker/worker.h"
 
-#include <sys/resource.h>
-
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <utility>
 
 #include "policies/base/units.h"
 #include "supervisor/log/log.h"
@@ -26,16 +24,16 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
                std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
                CgroupFactory make_cgroup)
     : ctx_(context),
-      program_(std::move(program)),
-      slot_(slot),
-      name_(program_->name + "[" + std::to_string(slot) + "]"),
-      notify_socket_(std::move(notify_socket)),
-      sockets_(std::move(sockets)),
-      surge_(*this, context.timers, context.rng, *program_, name_, slot, std::move(make_cgroup)),
-      signals_(context.timers, context.launcher, context.service, name_, program_->stop.timeout),
-      backoff_({program_->restart.backoff.initial, program_->restart.backoff.max,
-                program_->restart.backoff.reset_after, 0.2}),
-      crash_loop_(program_->restart.crash_loop.max, program_->restart.crash_loop.within) {
+      slot_(context.launcher, context.base_env, context.worker_nofile, std::move(program), slot,
+            std::move(notify_socket), std::move(sockets)),
+      surge_(*this, context.timers, context.rng, slot_.program(), slot_.name(), slot,
+             std::move(make_cgroup)),
+      signals_(context.timers, context.launcher, context.service, slot_.name(),
+               slot_.program().stop.timeout),
+      backoff_({slot_.program().restart.backoff.initial, slot_.program().restart.backoff.max,
+                slot_.program().restart.backoff.reset_after, 0.2}),
+      crash_loop_(slot_.program().restart.crash_loop.max,
+                  slot_.program().restart.crash_loop.within) {
   main_.cgroup = std::move(cgroup);
 }
 
@@ -44,7 +42,7 @@ Worker::~Worker() {
   signals_.clear();
   main_.process.reset();
   Status removed = main_.cgroup->remove();
-  if (!removed) log::warn("{}: cannot remove its cgroup: {}", name_, removed.error().message);
+  if (!removed) log::warn("{}: cannot remove its cgroup: {}", name(), removed.error().message);
   // surge_ goes next, with whatever ran beside the main generation.
 }
 
@@ -87,9 +85,9 @@ void Worker::spawn() {
   Result<std::unique_ptr<Process>> started = launch(main_.generation, cause, *main_.cgroup);
   if (!started) {
     log::event(Level::Error, "start_failed",
-               fmt::format("{} failed to start: {}", name_, started.error().message),
-               {{"program", program_->name},
-                {"slot", slot_},
+               fmt::format("{} failed to start: {}", name(), started.error().message),
+               {{"program", program().name},
+                {"slot", slot()},
                 {"generation", main_.generation},
                 {"error", started.error().message}});
     const Error& error = started.error();
@@ -104,8 +102,8 @@ void Worker::spawn() {
       log::event(Level::Error, "failed",
                  fmt::format("{} FAILED: its command cannot be run ({}); recycler will not "
                              "retry it. {}",
-                             name_, error.message, ctx_.failed_advice),
-                 {{"program", program_->name}, {"slot", slot_}, {"error", error.message}});
+                             name(), error.message, ctx_.failed_advice),
+                 {{"program", program().name}, {"slot", slot()}, {"error", error.message}});
       set_state(WorkerState::Failed);
     } else {
       schedule_restart(Duration{0}, true);
@@ -115,10 +113,10 @@ void Worker::spawn() {
   main_.process = std::move(started.value());
   main_.cgroup->adopt(main_.process->pid());
   log::event(Level::Info, "start",
-             fmt::format("{} started: pid {}, generation {}", name_, main_.process->pid(),
+             fmt::format("{} started: pid {}, generation {}", name(), main_.process->pid(),
                          main_.generation),
-             {{"program", program_->name},
-              {"slot", slot_},
+             {{"program", program().name},
+              {"slot", slot()},
               {"pid", main_.process->pid()},
               {"generation", main_.generation},
               {"cgroup", main_.cgroup->path()}});
@@ -128,38 +126,21 @@ void Worker::spawn() {
 Result<std::unique_ptr<Process>> Worker::launch(unsigned generation,
                                                 const std::optional<RecycleCause>& cause,
                                                 cgroup::WorkerCgroup& cgroup) {
-  LaunchSpec spec;
-  spec.argv = program_->command;
-  spec.env = worker_environment(ctx_.base_env, *program_, slot_, generation, notify_socket_, cause,
-                                sockets_.get());
-  spec.cwd = program_->cwd;
-  spec.uid = program_->uid;
-  spec.gid = program_->gid;
-  spec.rlimits = program_->rlimits;
-  bool sets_nofile =
-      std::any_of(spec.rlimits.begin(), spec.rlimits.end(),
-                  [](const config::Rlimit& r) { return r.resource == RLIMIT_NOFILE; });
-  if (ctx_.worker_nofile && !sets_nofile) spec.rlimits.push_back(*ctx_.worker_nofile);
-  spec.join_fds = cgroup.open_join_fds();
-  if (sockets_) spec.listen_fds = sockets_->fds();
-  bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
-                              [](const UniqueFd& fd) { return static_cast<bool>(fd); });
-  if (!joinable) return errno_error("cannot open the files that join its cgroup " + cgroup.path());
-  OutputTag tag{program_->name, slot_, nullptr};
-  if (program_->requests && observer_)
-    tag.observe = [this](pid_t pid, std::string_view line) {
+  std::function<void(pid_t, std::string_view)> observe;
+  if (program().requests && observer_)
+    observe = [this](pid_t pid, std::string_view line) {
       if (observer_) observer_->on_output(*this, pid, line);
     };
   // Every main process, whichever generation it turns out to be when it exits.
-  return ctx_.launcher.launch(std::move(spec), std::move(tag),
-                              [this, generation](ExitStatus status) {
-                                if (!surge_.exited(generation, status)) on_exit(status);
-                              });
+  return slot_.launch(generation, cause, cgroup, std::move(observe),
+                      [this, generation](ExitStatus status) {
+                        if (!surge_.exited(generation, status)) on_exit(status);
+                      });
 }
 
 void Worker::on_exit(ExitStatus status) {
   if (surge_.active()) {
-    log::warn("{}: its main process exited during a surge; stopping the next generation", name_);
+    log::warn("{}: its main process exited during a surge; stopping the next generation", name());
     end_surge(false);
   }
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
@@ -175,23 +156,23 @@ void Worker::on_exit(ExitStatus status) {
     size_t n = main_.cgroup->pids().size();
     main_.cgroup->kill_all();
     if (n > 0)
-      log::info("{}: killed {} leftover process{} in its cgroup", name_, n, n == 1 ? "" : "es");
+      log::info("{}: killed {} leftover process{} in its cgroup", name(), n, n == 1 ? "" : "es");
   }
-  drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name_,
+  drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name(),
                [this] { after_drain(); });
 }
 
 void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   bool oom = main_.oom_killed();
-  const auto& max = program_->limits.memory_max;
+  const auto& max = program().limits.memory_max;
   std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
                           : "no memory limit on its cgroup: the host ran out of memory";
   std::string message;
   if (oom && status.signaled && status.signal == SIGKILL) {
-    message = fmt::format("{} was OOM-killed by the kernel ({}) after {}", name_, limit,
+    message = fmt::format("{} was OOM-killed by the kernel ({}) after {}", name(), limit,
                           format_duration(uptime));
   } else {
-    message = fmt::format("{} {} after {}", name_, status.describe(), format_duration(uptime));
+    message = fmt::format("{} {} after {}", name(), status.describe(), format_duration(uptime));
     if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
   }
   bool requested = after_exit_.requested();
@@ -200,8 +181,8 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   bool crash = !requested && !(status.success() && !oom);
   Level level = crash || oom ? Level::Warn : Level::Info;
   if (crash) ++history_.crashes;
-  log::Fields fields{{"program", program_->name},
-                     {"slot", slot_},
+  log::Fields fields{{"program", program().name},
+                     {"slot", slot()},
                      {"pid", main_.process ? main_.process->pid() : 0},
                      {"generation", main_.generation},
                      {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
@@ -218,8 +199,8 @@ void Worker::after_drain() {
   timer_.reset();
   main_.process.reset();  // its last output is logged before what happens next
   AfterExit after = std::exchange(after_exit_, {});
-  log::debug("{}: drained; then {}", name_, enum_name(kAfterExitNames, after.then));
-  if (after.then == AfterExit::Then::Resume) after = after.resolved(history_.last_exit, name_);
+  log::debug("{}: drained; then {}", name(), enum_name(kAfterExitNames, after.then));
+  if (after.then == AfterExit::Then::Resume) after = after.resolved(history_.last_exit, name());
   switch (after.then) {
     case AfterExit::Then::Stop:
       after_exit_.then = AfterExit::Then::Stop;  // until finish_stop
@@ -241,12 +222,12 @@ void Worker::replace(Duration delay, std::optional<RecycleCause> cause) {
 }
 
 void Worker::schedule_restart(Duration uptime, bool failed_start) {
-  const config::RestartConfig& r = program_->restart;
+  const config::RestartConfig& r = program().restart;
   bool clean = !failed_start && history_.last_exit && history_.last_exit->success();
   bool restart =
       r.mode == config::RestartMode::Always || (r.mode == config::RestartMode::OnFailure && !clean);
   if (!restart) {
-    log::info("{} will not be restarted (restart.mode: {})", name_, config::to_string(r.mode));
+    log::info("{} will not be restarted (restart.mode: {})", name(), config::to_string(r.mode));
     set_state(failed_start ? WorkerState::Failed : WorkerState::Stopped);
     return;
   }
@@ -254,21 +235,21 @@ void Worker::schedule_restart(Duration uptime, bool failed_start) {
     std::string message = fmt::format(
         "{} FAILED: it exited {} times within {} (restart.crash_loop: max {}, within {}); "
         "recycler will not restart it again. {}",
-        name_, crash_loop_.exits_in_window(), format_duration(r.crash_loop.within),
+        name(), crash_loop_.exits_in_window(), format_duration(r.crash_loop.within),
         r.crash_loop.max, format_duration(r.crash_loop.within), ctx_.failed_advice);
     log::event(
         Level::Error, "failed", message,
-        {{"program", program_->name}, {"slot", slot_}, {"exits", crash_loop_.exits_in_window()}});
+        {{"program", program().name}, {"slot", slot()}, {"exits", crash_loop_.exits_in_window()}});
     set_state(WorkerState::Failed);
     return;
   }
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   Duration delay = backoff_.next(uptime, unit(ctx_.rng));
   log::event(Level::Info, "restart_scheduled",
-             fmt::format("{} restarting in {} (attempt {})", name_, format_duration(delay),
+             fmt::format("{} restarting in {} (attempt {})", name(), format_duration(delay),
                          backoff_.attempt()),
-             {{"program", program_->name},
-              {"slot", slot_},
+             {{"program", program().name},
+              {"slot", slot()},
               {"delay_s", static_cast<double>(delay.count()) / 1000.0},
               {"attempt", backoff_.attempt()}});
   set_state(WorkerState::Backoff);
@@ -301,14 +282,14 @@ void Worker::stop(std::function<void()> done) {
   }
   after_exit_.enter_stop();
   if (done) stop_done_.push_back(std::move(done));
-  const config::StopConfig& s = program_->stop;
+  const config::StopConfig& s = program().stop;
   log::event(Level::Info, "stop",
-             fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name_,
+             fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name(),
                          units::signal_name(s.signal), main_.process->pid(),
                          // without a cgroup (the fallback), its process session
                          main_.cgroup->enforcing() ? "its cgroup" : "its processes",
                          format_duration(s.timeout)),
-             {{"program", program_->name}, {"slot", slot_}, {"pid", main_.process->pid()}});
+             {{"program", program().name}, {"slot", slot()}, {"pid", main_.process->pid()}});
   send_stop_signal(StopPhase::StopSigterm);
 }
 
@@ -348,12 +329,12 @@ bool Worker::signal(int signal) {
 }
 
 void Worker::send_stop_signal(StopPhase phase) {
-  const config::StopConfig& s = program_->stop;
+  const config::StopConfig& s = program().stop;
   phase_ = phase;
   set_state(WorkerState::Stopping);
   signal_then_kill(ctx_.timers, s.timeout, *main_.process, s.signal, timer_, [this] {
-    log::warn("{} still running {} after {}; killing every process in its cgroup", name_,
-              format_duration(program_->stop.timeout), units::signal_name(program_->stop.signal));
+    log::warn("{} still running {} after {}; killing every process in its cgroup", name(),
+              format_duration(program().stop.timeout), units::signal_name(program().stop.signal));
     phase_ = StopPhase::StopSigkill;
     main_.cgroup->kill_all();
     if (main_.process) main_.process->signal(SIGKILL);  // in case the main process left its cgroup
@@ -382,8 +363,8 @@ void Worker::finish_stop() {
   }
   after_exit_ = {};
   main_.process.reset();
-  log::event(Level::Info, "stopped", fmt::format("{} stopped", name_),
-             {{"program", program_->name}, {"slot", slot_}});
+  log::event(Level::Info, "stopped", fmt::format("{} stopped", name()),
+             {{"program", program().name}, {"slot", slot()}});
   set_state(WorkerState::Stopped);
   // A callback may destroy this worker: run them from a local, touch nothing after.
   auto callbacks = std::move(stop_done_);

@@ -36,6 +36,7 @@
 #include "supervisor/worker/environment.h"
 #include "supervisor/worker/process_signals.h"
 #include "supervisor/worker/restart_backoff.h"
+#include "supervisor/worker/slot.h"
 #include "supervisor/worker/surge.h"
 
 namespace recycler {
@@ -184,9 +185,9 @@ class Worker final : private SurgeHost {
   WorkerState state() const { return state_; }
   cgroup::WorkerCgroup& cgroup() const { return *main_.cgroup; }
   TimePoint started_at() const { return main_.started; }
-  const std::string& name() const { return name_; }
-  const config::ProgramConfig& program() const { return *program_; }
-  unsigned slot() const { return slot_; }
+  const std::string& name() const { return slot_.name(); }
+  const config::ProgramConfig& program() const { return slot_.program(); }
+  unsigned slot() const { return slot_.index(); }
   unsigned generation() const { return main_.generation; }
   std::optional<pid_t> pid() const;
   // How the last run ended (the failure, for a failed start).
@@ -228,11 +229,7 @@ class Worker final : private SurgeHost {
 
   WorkerServices& ctx_;
   WorkerObserver* observer_ = nullptr;
-  std::shared_ptr<const config::ProgramConfig> program_;
-  unsigned slot_;
-  std::string name_;
-  std::string notify_socket_;
-  std::shared_ptr<const listen::Set> sockets_;
+  Slot slot_;           // who it is, and how each of its runs starts
   GenerationRun main_;  // the running generation, or the last one
   Surge surge_;
   ProcessSignals signals_;  // single processes signalled, until they exit
