@@ -54,8 +54,8 @@ class EscapeTracker {
   size_t escapees() const { return escaped_.size(); }
 
   // How often the supervisor scans while workers run.
-  // A scan reads /proc/PID/stat of every process on the host (~2.3 us each)
-  // and asks about each of the workers' (~6 us each): bench/escape_bench.
+  // A scan reads /proc/PID/stat of every process on the host and asks about
+  // each of the workers' (bench/escape_bench): hence not every sample.
   static constexpr std::chrono::seconds kScanInterval{20};
 
  private:
