@@ -30,10 +30,7 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
              std::move(make_cgroup)),
       signals_(context.timers, context.launcher, context.service, slot_.name(),
                slot_.program().stop.timeout),
-      backoff_({slot_.program().restart.backoff.initial, slot_.program().restart.backoff.max,
-                slot_.program().restart.backoff.reset_after, 0.2}),
-      crash_loop_(slot_.program().restart.crash_loop.max,
-                  slot_.program().restart.crash_loop.within) {
+      record_(slot_.program().restart) {
   main_.cgroup = std::move(cgroup);
 }
 
@@ -62,8 +59,7 @@ void Worker::set_state(WorkerState s) {
 
 void Worker::start() {
   if (state_ != WorkerState::Stopped && state_ != WorkerState::Failed) return;
-  backoff_.reset();
-  crash_loop_.reset();
+  record_.reset();
   spawn();
 }
 
@@ -75,12 +71,8 @@ void Worker::spawn() {
   set_state(WorkerState::Starting);
   main_.oom_kills_at_start = main_.cgroup->oom_kills();
 
-  std::optional<RecycleCause> cause = std::exchange(start_cause_, std::nullopt);
+  std::optional<RecycleCause> cause = record_.take_start_cause();
   if (!after_exit_.stopping_for_good()) after_exit_ = {};
-  if (cause) {
-    ++history_.recycles;
-    history_.last_recycle_reason = cause->reason;
-  }
   main_.started = ctx_.timers.now();
   Result<std::unique_ptr<Process>> started = launch(main_.generation, cause, *main_.cgroup);
   if (!started) {
@@ -91,9 +83,8 @@ void Worker::spawn() {
                 {"generation", main_.generation},
                 {"error", started.error().message}});
     const Error& error = started.error();
-    history_.last_exit = ExitStatus{error.permanent ? exec_failure_status(error) : 127};
-    history_.last_uptime = Duration{0};
-    if (!after_exit_.stopping_for_good()) ++history_.crashes;
+    record_.ended(ExitStatus{error.permanent ? exec_failure_status(error) : 127}, Duration{0},
+                  !after_exit_.stopping_for_good());
     set_state(WorkerState::Exited);
     if (after_exit_.stopping_for_good()) {
       finish_stop();
@@ -106,7 +97,7 @@ void Worker::spawn() {
                  {{"program", program().name}, {"slot", slot()}, {"error", error.message}});
       set_state(WorkerState::Failed);
     } else {
-      schedule_restart(Duration{0}, true);
+      schedule_restart(true);
     }
     return;
   }
@@ -146,8 +137,6 @@ void Worker::on_exit(ExitStatus status) {
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
   timer_.reset();  // the stop timeout, if any
   phase_ = StopPhase::None;
-  history_.last_exit = status;
-  history_.last_uptime = uptime;
   report_exit(status, uptime);
   set_state(WorkerState::Exited);
   // Whatever the main process left behind in the cgroup goes with it, so the
@@ -180,7 +169,7 @@ void Worker::report_exit(const ExitStatus& status, Duration uptime) {
   // that never came, a stop that took too long): the kernel acted, not recycler.
   bool crash = !requested && !(status.success() && !oom);
   Level level = crash || oom ? Level::Warn : Level::Info;
-  if (crash) ++history_.crashes;
+  record_.ended(status, uptime, crash);
   log::Fields fields{{"program", program().name},
                      {"slot", slot()},
                      {"pid", main_.process ? main_.process->pid() : 0},
@@ -200,7 +189,7 @@ void Worker::after_drain() {
   main_.process.reset();  // its last output is logged before what happens next
   AfterExit after = std::exchange(after_exit_, {});
   log::debug("{}: drained; then {}", name(), enum_name(kAfterExitNames, after.then));
-  if (after.then == AfterExit::Then::Resume) after = after.resolved(history_.last_exit, name());
+  if (after.then == AfterExit::Then::Resume) after = after.resolved(record_.last_exit(), name());
   switch (after.then) {
     case AfterExit::Then::Stop:
       after_exit_.then = AfterExit::Then::Stop;  // until finish_stop
@@ -209,51 +198,48 @@ void Worker::after_drain() {
       return replace(after.delay, std::move(after.cause));
     case AfterExit::Then::Resume:
     case AfterExit::Then::Restart:
-      return schedule_restart(history_.last_uptime, false);
+      return schedule_restart(false);
   }
 }
 
 // The replacement of a recycled run: at once, or after `delay` (a recycle loop's).
 void Worker::replace(Duration delay, std::optional<RecycleCause> cause) {
-  start_cause_ = std::move(cause);
+  record_.replace_next(std::move(cause));
   if (delay <= Duration{0}) return spawn();
   set_state(WorkerState::Backoff);
   timer_ = ctx_.timers.after(delay, [this] { spawn(); });
 }
 
-void Worker::schedule_restart(Duration uptime, bool failed_start) {
+void Worker::schedule_restart(bool failed_start) {
   const config::RestartConfig& r = program().restart;
-  bool clean = !failed_start && history_.last_exit && history_.last_exit->success();
-  bool restart =
-      r.mode == config::RestartMode::Always || (r.mode == config::RestartMode::OnFailure && !clean);
-  if (!restart) {
-    log::info("{} will not be restarted (restart.mode: {})", name(), config::to_string(r.mode));
-    set_state(failed_start ? WorkerState::Failed : WorkerState::Stopped);
-    return;
+  RestartRecord::Decision next = record_.next(failed_start, ctx_.timers.now(), ctx_.rng);
+  switch (next.then) {
+    case RestartRecord::Decision::Then::NotRestarted:
+      log::info("{} will not be restarted (restart.mode: {})", name(), config::to_string(r.mode));
+      set_state(failed_start ? WorkerState::Failed : WorkerState::Stopped);
+      return;
+    case RestartRecord::Decision::Then::CrashLoop:
+      log::event(
+          Level::Error, "failed",
+          fmt::format("{} FAILED: it exited {} times within {} (restart.crash_loop: max {}, "
+                      "within {}); recycler will not restart it again. {}",
+                      name(), next.exits, format_duration(r.crash_loop.within), r.crash_loop.max,
+                      format_duration(r.crash_loop.within), ctx_.failed_advice),
+          {{"program", program().name}, {"slot", slot()}, {"exits", next.exits}});
+      set_state(WorkerState::Failed);
+      return;
+    case RestartRecord::Decision::Then::Restart:
+      break;
   }
-  if (crash_loop_.record_exit(ctx_.timers.now())) {
-    std::string message = fmt::format(
-        "{} FAILED: it exited {} times within {} (restart.crash_loop: max {}, within {}); "
-        "recycler will not restart it again. {}",
-        name(), crash_loop_.exits_in_window(), format_duration(r.crash_loop.within),
-        r.crash_loop.max, format_duration(r.crash_loop.within), ctx_.failed_advice);
-    log::event(
-        Level::Error, "failed", message,
-        {{"program", program().name}, {"slot", slot()}, {"exits", crash_loop_.exits_in_window()}});
-    set_state(WorkerState::Failed);
-    return;
-  }
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  Duration delay = backoff_.next(uptime, unit(ctx_.rng));
   log::event(Level::Info, "restart_scheduled",
-             fmt::format("{} restarting in {} (attempt {})", name(), format_duration(delay),
-                         backoff_.attempt()),
+             fmt::format("{} restarting in {} (attempt {})", name(), format_duration(next.delay),
+                         next.attempt),
              {{"program", program().name},
               {"slot", slot()},
-              {"delay_s", static_cast<double>(delay.count()) / 1000.0},
-              {"attempt", backoff_.attempt()}});
+              {"delay_s", static_cast<double>(next.delay.count()) / 1000.0},
+              {"attempt", next.attempt}});
   set_state(WorkerState::Backoff);
-  timer_ = ctx_.timers.after(delay, [this] { spawn(); });
+  timer_ = ctx_.timers.after(next.delay, [this] { spawn(); });
 }
 
 void Worker::stop(std::function<void()> done) {
@@ -384,8 +370,7 @@ std::unique_ptr<SideGeneration> Worker::take_over(std::unique_ptr<SideGeneration
   auto old = std::make_unique<SideGeneration>();
   static_cast<GenerationRun&>(*old) =
       std::exchange(main_, std::move(static_cast<GenerationRun&>(*next)));
-  ++history_.recycles;
-  history_.last_recycle_reason = cause.reason;
+  record_.recycled(cause);
   // Processes signalled one by one belonged to the old generation.
   signals_.clear();
   return old;

@@ -35,7 +35,7 @@
 #include "supervisor/worker/after_exit.h"
 #include "supervisor/worker/environment.h"
 #include "supervisor/worker/process_signals.h"
-#include "supervisor/worker/restart_backoff.h"
+#include "supervisor/worker/restart_record.h"
 #include "supervisor/worker/slot.h"
 #include "supervisor/worker/surge.h"
 
@@ -191,13 +191,13 @@ class Worker final : private SurgeHost {
   unsigned generation() const { return main_.generation; }
   std::optional<pid_t> pid() const;
   // How the last run ended (the failure, for a failed start).
-  std::optional<ExitStatus> last_exit() const { return history_.last_exit; }
+  std::optional<ExitStatus> last_exit() const { return record_.last_exit(); }
   // Starts that followed a recycle, and runs that ended on their own and not
   // cleanly (a crash, a kill nobody asked for, an OOM kill, a failed start).
-  uint64_t recycles() const { return history_.recycles; }
-  uint64_t crashes() const { return history_.crashes; }
+  uint64_t recycles() const { return record_.recycles(); }
+  uint64_t crashes() const { return record_.crashes(); }
   // RECYCLER_RECYCLE_REASON of the last start that followed a recycle.
-  const std::string& last_recycle_reason() const { return history_.last_recycle_reason; }
+  const std::string& last_recycle_reason() const { return record_.last_recycle_reason(); }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout = Surge::kDrainTimeout;
@@ -223,7 +223,7 @@ class Worker final : private SurgeHost {
   void report_exit(const ExitStatus& status, Duration uptime);
   void after_drain();
   void replace(Duration delay, std::optional<RecycleCause> cause);
-  void schedule_restart(Duration uptime, bool failed_start);
+  void schedule_restart(bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
 
@@ -233,20 +233,10 @@ class Worker final : private SurgeHost {
   GenerationRun main_;  // the running generation, or the last one
   Surge surge_;
   ProcessSignals signals_;  // single processes signalled, until they exit
-  RestartBackoff backoff_;
-  CrashLoopDetector crash_loop_;
+  RestartRecord record_;    // how its runs ended, and whether the next one comes
 
   WorkerState state_ = WorkerState::Stopped;
-  // What the slot's runs have come to, across restarts.
-  struct History {
-    std::optional<ExitStatus> last_exit;
-    uint64_t recycles = 0;
-    uint64_t crashes = 0;
-    std::string last_recycle_reason;
-    Duration last_uptime{0};
-  } history_;
   AfterExit after_exit_;
-  std::optional<RecycleCause> start_cause_;  // the next start's (a replacement's environment)
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;
