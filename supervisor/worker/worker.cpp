@@ -6,6 +6,7 @@
 
 #include "policies/base/units.h"
 #include "supervisor/log/log.h"
+#include "supervisor/worker/exit_report.h"
 
 namespace recycler {
 
@@ -137,7 +138,14 @@ void Worker::on_exit(ExitStatus status) {
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
   timer_.reset();  // the stop timeout, if any
   phase_ = StopPhase::None;
-  report_exit(status, uptime);
+  ExitReport report = describe_exit(slot_, {.pid = main_.process ? main_.process->pid() : 0,
+                                            .generation = main_.generation,
+                                            .status = status,
+                                            .uptime = uptime,
+                                            .oom = main_.oom_killed(),
+                                            .requested = after_exit_.requested()});
+  record_.ended(status, uptime, report.crash);
+  log::event(report.level, report.event, report.message, report.fields);
   set_state(WorkerState::Exited);
   // Whatever the main process left behind in the cgroup goes with it, so the
   // next start begins from an empty cgroup.
@@ -149,39 +157,6 @@ void Worker::on_exit(ExitStatus status) {
   }
   drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name(),
                [this] { after_drain(); });
-}
-
-void Worker::report_exit(const ExitStatus& status, Duration uptime) {
-  bool oom = main_.oom_killed();
-  const auto& max = program().limits.memory_max;
-  std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
-                          : "no memory limit on its cgroup: the host ran out of memory";
-  std::string message;
-  if (oom && status.signaled && status.signal == SIGKILL) {
-    message = fmt::format("{} was OOM-killed by the kernel ({}) after {}", name(), limit,
-                          format_duration(uptime));
-  } else {
-    message = fmt::format("{} {} after {}", name(), status.describe(), format_duration(uptime));
-    if (oom) message += fmt::format("; the kernel OOM-killed a process in its cgroup ({})", limit);
-  }
-  bool requested = after_exit_.requested();
-  // An OOM kill is a warning even during a stop or a recycle (a checkpoint
-  // that never came, a stop that took too long): the kernel acted, not recycler.
-  bool crash = !requested && !(status.success() && !oom);
-  Level level = crash || oom ? Level::Warn : Level::Info;
-  record_.ended(status, uptime, crash);
-  log::Fields fields{{"program", program().name},
-                     {"slot", slot()},
-                     {"pid", main_.process ? main_.process->pid() : 0},
-                     {"generation", main_.generation},
-                     {"uptime_s", static_cast<double>(uptime.count()) / 1000.0},
-                     {"oom_kill", oom},
-                     {"requested", requested}};
-  if (status.signaled)
-    fields.emplace_back("signal", units::signal_name(status.signal));
-  else
-    fields.emplace_back("status", status.code);
-  log::event(level, oom ? "oom_kill" : "exit", message, fields);
 }
 
 void Worker::after_drain() {

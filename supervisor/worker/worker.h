@@ -220,7 +220,6 @@ class Worker final : private SurgeHost {
   void set_state(WorkerState s);
   void spawn();
   void on_exit(ExitStatus status);
-  void report_exit(const ExitStatus& status, Duration uptime);
   void after_drain();
   void replace(Duration delay, std::optional<RecycleCause> cause);
   void schedule_restart(bool failed_start);
