@@ -36,6 +36,12 @@ class UvTimer final : public Timer {
 class BatchedTimer final : public Timer, public ListNode {
  public:
   explicit BatchedTimer(std::function<void()> fire) : fire_(std::move(fire)) {}
+  // Cancelled: out of its batch, which goes too when nothing else is in it.
+  ~BatchedTimer() override {
+    ListNode* rest = next();
+    unlink();
+    if (rest != this && rest->alone()) rest->emptied();
+  }
   // Takes it out of its list, then runs its callback, which may destroy it.
   void fire() {
     unlink();
@@ -75,7 +81,11 @@ std::unique_ptr<Timer> LoopTimers::aligned(Duration delay, Duration grain,
   Duration wait = align(delay, grain, now_ms);
   int64_t due = now_ms + wait.count();
   Batch& batch = batches_[due];
-  if (!batch.timer) batch.timer = after(wait, [this, due] { fire_batch(due); });
+  if (!batch.timer) {
+    batch.timers.owner = this;
+    batch.timers.due = due;
+    batch.timer = after(wait, [this, due] { fire_batch(due); });
+  }
   auto timer = std::make_unique<BatchedTimer>(std::move(fire));
   batch.timers.push_before(*timer);
   return timer;

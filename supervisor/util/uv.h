@@ -77,7 +77,7 @@ class ListNode {
   ListNode() = default;
   ListNode(const ListNode&) = delete;
   ListNode& operator=(const ListNode&) = delete;
-  ~ListNode() { unlink(); }
+  virtual ~ListNode() { unlink(); }
 
   bool alone() const { return next_ == this; }
   ListNode* next() const { return next_; }
@@ -93,6 +93,8 @@ class ListNode {
     prev_->next_ = &node;
     prev_ = &node;
   }
+  // Told when a node leaving its list left this one alone (a list's head).
+  virtual void emptied() {}
   // Moves every other node of `head`'s list into this (empty) one's.
   void take_all(ListNode& head) {
     if (head.alone()) return;
@@ -126,9 +128,16 @@ class LoopTimers final : public Timers {
   int64_t clock_ms() const override { return static_cast<int64_t>(uv_now(loop_)); }
 
  private:
-  // The timers due at one instant: the list's head and the libuv timer.
+  // The timers due at one instant: the list's head and the libuv timer. A
+  // batch goes when it fires or when its last timer is cancelled, so no
+  // libuv timer outlives the handles it serves.
+  struct Head final : ListNode {
+    LoopTimers* owner = nullptr;
+    int64_t due = 0;
+    void emptied() override { owner->batches_.erase(due); }
+  };
   struct Batch {
-    ListNode timers;
+    Head timers;
     std::unique_ptr<Timer> timer;
   };
   void fire_batch(int64_t due);

@@ -96,6 +96,21 @@ TEST_F(LoopTimersTest, ACallbackThatSetsItsNextTickJoinsTheNextBatch) {
   EXPECT_EQ(fired_, (std::vector<std::string>{"tick1", "tick2", "other", "tick3"}));
 }
 
+TEST_F(LoopTimersTest, ABatchWhoseTimersAreAllCancelledLeavesNoLibuvTimerBehind) {
+  auto a = timers_.aligned(1000ms, 1000ms, [&] { fired_.push_back("a"); });
+  auto b = timers_.aligned(1000ms, 1000ms, [&] { fired_.push_back("b"); });
+  EXPECT_EQ(active_timers(), 1);
+  a.reset();
+  EXPECT_EQ(active_timers(), 1) << "b still waits";
+  b.reset();
+  EXPECT_EQ(active_timers(), 0) << "closed with its last timer, not when LoopTimers goes";
+  auto c = timers_.aligned(1000ms, 1000ms, [&] { fired_.push_back("c"); });
+  EXPECT_EQ(active_timers(), 1) << "the same instant: a batch of its own again";
+  c.reset();
+  EXPECT_EQ(active_timers(), 0);
+  EXPECT_TRUE(fired_.empty());
+}
+
 TEST_F(LoopTimersTest, ShorterThanItsGrainOrWithoutOneIsAPlainTimer) {
   auto early = timers_.aligned(10ms, 1000ms, [&] { fired_.push_back("early"); });
   auto exact = timers_.aligned(20ms, Duration{0}, [&] { fired_.push_back("exact"); });
