@@ -12,6 +12,7 @@ RestartRecord::RestartRecord(const config::RestartConfig& restart)
 void RestartRecord::reset() {
   backoff_.reset();
   crash_loop_.reset();
+  start_cause_.reset();  // a replacement stopped before it started: this start is not one
 }
 
 void RestartRecord::replace_next(std::optional<RecycleCause> cause) {

@@ -39,7 +39,8 @@ class RestartRecord {
   explicit RestartRecord(const config::RestartConfig& restart);
 
   // A start asked for (from stopped or failed): the backoff and the
-  // crash-loop window start over; what was counted stays.
+  // crash-loop window start over, and a replacement that never started is
+  // forgotten; what was counted stays.
   void reset();
   // The next start of the main generation replaces a recycled run, with
   // `cause` (none: it counts as a plain start).

@@ -570,6 +570,24 @@ TEST_F(RecycleTest, TheReplacementIsToldWhyAndWhetherToResume) {
   EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
 }
 
+TEST_F(RecycleTest, AStopDuringADelayedRecyclesWaitLeavesTheNextStartAPlainOne) {
+  Worker& w = make();
+  w.start();
+  ASSERT_TRUE(w.recycle(2s, {"anon 612 MiB > 600 MiB (memory policy)", true}));
+  launcher.exit_last(exited(0));
+  ASSERT_EQ(w.state(), WorkerState::Backoff);
+  bool done = false;
+  w.stop([&] { done = true; });
+  ASSERT_TRUE(done);
+  w.start();
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RECYCLE_REASON"))
+      << "the recycle never came: this start follows the operator's stop";
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+  EXPECT_EQ(w.recycles(), 0u);
+  EXPECT_EQ(w.last_recycle_reason(), "");
+}
+
 TEST_F(RecycleTest, ARecycleWithoutACheckpointDoesNotAskToResume) {
   Worker& w = make();
   w.start();
