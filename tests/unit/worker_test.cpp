@@ -61,7 +61,7 @@ class WorkerTest : public ::testing::Test {
   std::vector<std::string> base_env{"PATH=/usr/bin:/bin", "HOME=/root", "OMP_NUM_THREADS=64"};
   std::vector<WorkerState> states;
   WorkerServices context{timers, launcher, rng, base_env,
-                        [this](Worker& w) { states.push_back(w.state()); }};
+                         [this](Worker& w) { states.push_back(w.state()); }};
   std::shared_ptr<FakeCgroupState> cg = std::make_shared<FakeCgroupState>();
   std::unique_ptr<Worker> worker;
 };
