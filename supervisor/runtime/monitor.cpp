@@ -74,7 +74,7 @@ notify::Answer ProgramMonitor::receive(const notify::Origin& origin, pid_t pid,
   if (message.ready) worker.notified_ready(pid);
   // During a surge and after one, two generations of the slot report: each
   // counts in its own run.
-  Worker::Generation generation = worker.generation_in(origin.place.variant);
+  engine::Generation generation = worker.surge().generation_in(origin.place.variant);
   on_notify(worker, generation, pid, message);
   if (!answer_wanted) return {};
   return answer(worker, generation, pid, *message.requests);
@@ -96,7 +96,7 @@ void ProgramMonitor::on_state_change(Worker& worker) {
     case WorkerState::Starting:
       break;
     case WorkerState::Exited: {
-      auto exit = worker.last_exit();
+      auto exit = worker.record().last_exit();
       slot->tick.reset();
       controller_.run_ended(slot->index, engine::RunEnd::Exited, worker.recycling(),
                             exit ? exit->describe() : std::string());
@@ -257,37 +257,37 @@ bool ProgramMonitor::recycle(unsigned slot, std::string reason) {
   return asked;
 }
 
-void ProgramMonitor::on_notify(Worker& worker, Worker::Generation generation, pid_t sender,
+void ProgramMonitor::on_notify(Worker& worker, engine::Generation generation, pid_t sender,
                                const notify::NotifyMessage& message) {
   Slot* slot = find(worker);
   if (!slot) return;
   switch (generation) {
-    case Worker::Generation::Current:
+    case engine::Generation::Current:
       controller_.notified(slot->index, sender, message);
       run_commands();
       return;
-    case Worker::Generation::Next:
+    case engine::Generation::Next:
       // Only its counts carry over into its run; the rest (an iteration,
       // device bytes) describes that run and comes again once it runs.
       if (message.requests && *message.requests > 0)
-        controller_.next_requests(slot->index, worker.surge_generation(), sender,
+        controller_.next_requests(slot->index, worker.surge().next_generation(), sender,
                                   *message.requests);
       return;
-    case Worker::Generation::Retiring:
+    case engine::Generation::Retiring:
       return;
   }
 }
 
-notify::Answer ProgramMonitor::answer(Worker& worker, Worker::Generation generation, pid_t sender,
+notify::Answer ProgramMonitor::answer(Worker& worker, engine::Generation generation, pid_t sender,
                                       uint64_t requests) {
   Slot* slot = find(worker);
   if (!slot) return {};
   switch (generation) {
-    case Worker::Generation::Current:
+    case engine::Generation::Current:
       return controller_.answer(slot->index, sender);
-    case Worker::Generation::Next:
+    case engine::Generation::Next:
       return {};
-    case Worker::Generation::Retiring:
+    case engine::Generation::Retiring:
       return controller_.retiring_report(slot->index, sender, requests);
   }
   return {};
@@ -301,11 +301,12 @@ void ProgramMonitor::on_output(Worker& worker, pid_t pid, std::string_view line)
   if (!slot) return;
   // During a surge and after one, two generations write: each counts in its
   // own run (as their notify reports do, on_notify).
-  if (pid == worker.surge_pid()) {
-    controller_.next_requests(slot->index, worker.surge_generation(), m.pid.value_or(pid), 1);
+  if (pid == worker.surge().next_pid()) {
+    controller_.next_requests(slot->index, worker.surge().next_generation(), m.pid.value_or(pid),
+                              1);
     return;
   }
-  if (pid == worker.retiring_pid()) return;
+  if (pid == worker.surge().retiring_pid()) return;
   if (!controller_.running(slot->index)) return;
   // The pid in a line is text the worker wrote: it names one of its
   // processes, or the request counts for the worker alone.

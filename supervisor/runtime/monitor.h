@@ -81,15 +81,15 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   uint64_t requests_counted() const override { return controller_.requests_counted(); }
   std::optional<uint64_t> requests_left() const override { return controller_.requests_left(); }
   // A notify datagram from `sender`, a process inside `worker`, of its
-  // `generation` (Worker::generation_in): the current run's messages go to the
+  // `generation` (Surge::generation_in): the current run's messages go to the
   // controller; the next generation's request counts wait for its run
   // (RecycleController::next_requests); the retiring one's count nowhere.
-  void on_notify(Worker& worker, Worker::Generation generation, pid_t sender,
+  void on_notify(Worker& worker, engine::Generation generation, pid_t sender,
                  const notify::NotifyMessage& message);
   // What to answer `sender` after on_notify() of its report of `requests`
   // (RecycleController::answer, or retiring_report; nothing to the next
   // generation until its run starts).
-  notify::Answer answer(Worker& worker, Worker::Generation generation, pid_t sender,
+  notify::Answer answer(Worker& worker, engine::Generation generation, pid_t sender,
                         uint64_t requests);
   // A whole output line of `worker` (main process `pid`), when requests are
   // counted by pattern: a line of a surge's next generation (`pid` is its

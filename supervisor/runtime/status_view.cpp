@@ -103,9 +103,9 @@ WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
     s.phase = to_string(w.phase());
   s.pid = w.pid();
   s.generation = w.generation();
-  s.restarts_recycles = w.recycles();
-  s.restarts_crashes = w.crashes();
-  s.last_recycle_reason = w.last_recycle_reason();
+  s.restarts_recycles = w.record().recycles();
+  s.restarts_crashes = w.record().crashes();
+  s.last_recycle_reason = w.record().last_recycle_reason();
   // A pre-fork server's processes recycled one by one count as its recycles.
   if (const StatusCounters::SlotRecycles* r = counters.slot(cfg.name, w.slot())) {
     s.process_recycles = r->processes;

@@ -102,7 +102,7 @@ int exit_code_when_finished(const Programs& programs, bool wrap_mode) {
   int code = 0;
   for (const auto& [name, program] : programs) {
     for (const auto& w : program.workers) {
-      auto exit = w->last_exit();
+      auto exit = w->record().last_exit();
       if (wrap_mode) return exit ? exit->shell_code() : 1;
       if (w->state() == WorkerState::Failed || !exit || !exit->success()) code = 1;
     }

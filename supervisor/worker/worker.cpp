@@ -20,6 +20,46 @@ const char* to_string(StopPhase phase) {
   return enum_name(kStopPhaseNames, phase);
 }
 
+// What a surge needs of the main generation: its state, a launch, the hand-over.
+class Worker::SurgeSide final : public SurgeHost {
+ public:
+  explicit SurgeSide(Worker& worker) : w_(worker) {}
+
+  Main main_generation() const override {
+    return {w_.state_ == WorkerState::Running, w_.after_exit_.stopping_for_good(),
+            w_.main_.generation, w_.main_.variant, w_.main_.process ? w_.main_.process->pid() : 0};
+  }
+  Result<std::unique_ptr<Process>> launch(unsigned generation,
+                                          const std::optional<RecycleCause>& cause,
+                                          cgroup::WorkerCgroup& cgroup) override {
+    return w_.launch(generation, cause, cgroup);
+  }
+  std::unique_ptr<SideGeneration> take_over(std::unique_ptr<SideGeneration> next,
+                                            const RecycleCause& cause) override {
+    auto old = std::make_unique<SideGeneration>();
+    static_cast<GenerationRun&>(*old) =
+        std::exchange(w_.main_, std::move(static_cast<GenerationRun&>(*next)));
+    w_.record_.recycled(cause);
+    // Processes signalled one by one belonged to the old generation.
+    w_.signals_.clear();
+    return old;
+  }
+  void begin_run() override {
+    w_.phase_ = StopPhase::None;
+    w_.set_state(WorkerState::Running);  // a new run
+  }
+  void recycle_by_restart(RecycleCause cause) override {
+    w_.phase_ = StopPhase::None;
+    if (w_.state_ != WorkerState::Running) return;
+    w_.after_exit_.enter_replace(Duration{0}, std::move(cause));
+    w_.send_stop_signal(StopPhase::Recycling);
+  }
+  void sides_gone() override { w_.finish_stop(); }
+
+ private:
+  Worker& w_;
+};
+
 Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramConfig> program,
                unsigned slot, std::unique_ptr<cgroup::WorkerCgroup> cgroup,
                std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
@@ -27,7 +67,8 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
     : ctx_(context),
       slot_(context.launcher, context.base_env, context.worker_nofile, std::move(program), slot,
             std::move(notify_socket), std::move(sockets)),
-      surge_(*this, context.timers, context.rng, slot_.program(), slot_.name(), slot,
+      surge_side_(std::make_unique<SurgeSide>(*this)),
+      surge_(*surge_side_, context.timers, context.rng, slot_.program(), slot_.name(), slot,
              std::move(make_cgroup)),
       signals_(context.timers, context.launcher, context.service, slot_.name(),
                slot_.program().stop.timeout),
@@ -331,36 +372,6 @@ void Worker::finish_stop() {
   auto callbacks = std::move(stop_done_);
   stop_done_.clear();
   for (auto& cb : callbacks) cb();
-}
-
-// SurgeHost: the main generation as a surge sees it, and hands over.
-
-SurgeHost::Main Worker::main_generation() const {
-  return {state_ == WorkerState::Running, after_exit_.stopping_for_good(), main_.generation,
-          main_.variant, main_.process ? main_.process->pid() : 0};
-}
-
-std::unique_ptr<SideGeneration> Worker::take_over(std::unique_ptr<SideGeneration> next,
-                                                  const RecycleCause& cause) {
-  auto old = std::make_unique<SideGeneration>();
-  static_cast<GenerationRun&>(*old) =
-      std::exchange(main_, std::move(static_cast<GenerationRun&>(*next)));
-  record_.recycled(cause);
-  // Processes signalled one by one belonged to the old generation.
-  signals_.clear();
-  return old;
-}
-
-void Worker::begin_run() {
-  phase_ = StopPhase::None;
-  set_state(WorkerState::Running);  // a new run
-}
-
-void Worker::recycle_by_restart(RecycleCause cause) {
-  phase_ = StopPhase::None;
-  if (state_ != WorkerState::Running) return;
-  after_exit_.enter_replace(Duration{0}, std::move(cause));
-  send_stop_signal(StopPhase::Recycling);
 }
 
 void Worker::end_surge(bool all) {

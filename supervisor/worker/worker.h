@@ -110,7 +110,7 @@ struct WorkerServices {
   std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
 };
 
-class Worker final : private SurgeHost {
+class Worker final {
  public:
   // `notify_socket`: NOTIFY_SOCKET for its runs, its program's notify socket
   // ("" = none).
@@ -146,17 +146,11 @@ class Worker final : private SurgeHost {
   // READY=1 from `pid` on the program's notify socket: the end of a surge's
   // wait when `pid` belongs to the next generation.
   void notified_ready(pid_t pid) { surge_.notified_ready(pid); }
-  // The next generation's main process during a surge; the generation being
-  // stopped beside the slot's main process after one.
-  std::optional<pid_t> surge_pid() const { return surge_.next_pid(); }
-  std::optional<pid_t> retiring_pid() const { return surge_.retiring_pid(); }
-  // Which generation a process of the slot's cgroup `variant` (cgroup::WorkerId)
-  // belongs to: the running one, the next one of a surge under way, or the one
-  // a surge replaced while it stops. Their requests count in different runs.
-  using Generation = engine::Generation;
-  Generation generation_in(unsigned variant) const { return surge_.generation_in(variant); }
-  // The next generation's number during a surge (0: none under way).
-  unsigned surge_generation() const { return surge_.next_generation(); }
+  // The slot's surge, read-only: the next generation's main process while one
+  // is under way, the one a surge replaced while it stops, and which
+  // generation a process of a given cgroup variant belongs to (their requests
+  // count in different runs).
+  const Surge& surge() const { return surge_; }
   // While a worker checkpoints on request, its own clean exit (status 0) is
   // the end of that recycle, not the end of the program: the replacement
   // starts at once, with `cause`. Cleared by the next start.
@@ -190,34 +184,25 @@ class Worker final : private SurgeHost {
   unsigned slot() const { return slot_.index(); }
   unsigned generation() const { return main_.generation; }
   std::optional<pid_t> pid() const;
-  // How the last run ended (the failure, for a failed start).
-  std::optional<ExitStatus> last_exit() const { return record_.last_exit(); }
-  // Starts that followed a recycle, and runs that ended on their own and not
-  // cleanly (a crash, a kill nobody asked for, an OOM kill, a failed start).
-  uint64_t recycles() const { return record_.recycles(); }
-  uint64_t crashes() const { return record_.crashes(); }
-  // RECYCLER_RECYCLE_REASON of the last start that followed a recycle.
-  const std::string& last_recycle_reason() const { return record_.last_recycle_reason(); }
+  // How its runs ended: the last exit (the failure, for a failed start), the
+  // starts that followed a recycle and their last reason, the crashes.
+  const RestartRecord& record() const { return record_; }
 
   // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
   static constexpr Duration kDrainTimeout = Surge::kDrainTimeout;
   static constexpr Duration kDrainPoll = Surge::kDrainPoll;
 
  private:
-  // SurgeHost (surge.h): what a surge needs of the main generation.
-  Main main_generation() const override;
-  Result<std::unique_ptr<Process>> launch(unsigned generation,
-                                          const std::optional<RecycleCause>& cause,
-                                          cgroup::WorkerCgroup& cgroup) override;
-  std::unique_ptr<SideGeneration> take_over(std::unique_ptr<SideGeneration> next,
-                                            const RecycleCause& cause) override;
-  void begin_run() override;
-  void recycle_by_restart(RecycleCause cause) override;
-  void sides_gone() override { finish_stop(); }
+  // What a surge sees of the main generation and hands over (SurgeHost,
+  // surge.h); defined in worker.cpp.
+  class SurgeSide;
 
   // A stop of the slot, or its main process's exit, during a surge.
   void end_surge(bool all);
   void set_state(WorkerState s);
+  Result<std::unique_ptr<Process>> launch(unsigned generation,
+                                          const std::optional<RecycleCause>& cause,
+                                          cgroup::WorkerCgroup& cgroup);
   void spawn();
   void on_exit(ExitStatus status);
   void after_drain();
@@ -228,8 +213,9 @@ class Worker final : private SurgeHost {
 
   WorkerServices& ctx_;
   WorkerObserver* observer_ = nullptr;
-  Slot slot_;           // who it is, and how each of its runs starts
-  GenerationRun main_;  // the running generation, or the last one
+  Slot slot_;                              // who it is, and how each of its runs starts
+  GenerationRun main_;                     // the running generation, or the last one
+  std::unique_ptr<SurgeSide> surge_side_;  // before surge_, which holds on to it
   Surge surge_;
   ProcessSignals signals_;  // single processes signalled, until they exit
   RestartRecord record_;    // how its runs ended, and whether the next one comes

@@ -85,8 +85,8 @@ TEST_F(MonitorTest, AnOperatorsRecycleStopsTheWorkerAndStartsItsReplacementWithT
   ASSERT_EQ(launcher.launched.size(), 2u) << log.all();
   EXPECT_EQ(workers[0]->state(), WorkerState::Running);
   EXPECT_THAT(launcher.last().spec.env, Contains(StartsWith("RECYCLER_RECYCLE_REASON=")));
-  EXPECT_EQ(workers[0]->recycles(), 1u);
-  EXPECT_EQ(workers[0]->crashes(), 0u);
+  EXPECT_EQ(workers[0]->record().recycles(), 1u);
+  EXPECT_EQ(workers[0]->record().crashes(), 0u);
 }
 
 TEST_F(MonitorTest, AProcessReportingItsLimitIsSignalledAndAnsweredAsActedOn) {

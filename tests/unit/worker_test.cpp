@@ -156,7 +156,7 @@ TEST_F(WorkerTest, NeverRestartsNotEvenAFailure) {
   launcher.exit_last(killed(SIGSEGV));
   EXPECT_EQ(w.state(), WorkerState::Stopped);
   EXPECT_TRUE(log.contains("api[0] killed by SIGSEGV after 0ms"));
-  EXPECT_EQ(w.last_exit()->shell_code(), 128 + SIGSEGV);
+  EXPECT_EQ(w.record().last_exit()->shell_code(), 128 + SIGSEGV);
 }
 
 TEST_F(WorkerTest, CrashLoopMarksTheSlotFailedAndStopsRestarting) {
@@ -294,7 +294,7 @@ TEST_F(WorkerTest, AnOomKillIsAWarningEvenWhileACheckpointWasAskedFor) {
   auto lines = log.matching("api[0] was OOM-killed by the kernel");
   ASSERT_EQ(lines.size(), 1u) << log.all();
   EXPECT_THAT(lines[0], HasSubstr("warn")) << lines[0];
-  EXPECT_EQ(w.crashes(), 0u) << "asked to exit: not a crash, though not clean either";
+  EXPECT_EQ(w.record().crashes(), 0u) << "asked to exit: not a crash, though not clean either";
 }
 
 TEST_F(WorkerTest, AnOomCounterThatMovedBeforeTheStartIsNotThisRunsOom) {
@@ -347,8 +347,8 @@ TEST_F(WorkerTest, ACommandThatCannotBeRunFailsAtOnceWithTheShellsStatus) {
     Worker& w = make();
     w.start();
     EXPECT_EQ(w.state(), WorkerState::Failed) << c.err;
-    ASSERT_TRUE(w.last_exit());
-    EXPECT_EQ(w.last_exit()->shell_code(), c.status);
+    ASSERT_TRUE(w.record().last_exit());
+    EXPECT_EQ(w.record().last_exit()->shell_code(), c.status);
     EXPECT_TRUE(log.contains("api[0] FAILED: its command cannot be run (/opt/app/srv: " +
                              std::string(std::strerror(c.err)) +
                              "); recycler will not retry it. Fix the program, then reload "
@@ -584,8 +584,8 @@ TEST_F(RecycleTest, AStopDuringADelayedRecyclesWaitLeavesTheNextStartAPlainOne) 
   EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RECYCLE_REASON"))
       << "the recycle never came: this start follows the operator's stop";
   EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
-  EXPECT_EQ(w.recycles(), 0u);
-  EXPECT_EQ(w.last_recycle_reason(), "");
+  EXPECT_EQ(w.record().recycles(), 0u);
+  EXPECT_EQ(w.record().last_recycle_reason(), "");
 }
 
 TEST_F(RecycleTest, ARecycleWithoutACheckpointDoesNotAskToResume) {
@@ -667,7 +667,7 @@ TEST_F(StopPhaseTest, DyingOfTheCheckpointSignalEndsTheRecycleAndResumes) {
   EXPECT_EQ(w.state(), WorkerState::Running);
   EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
   EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RECYCLE_REASON=leak (leak policy)"));
-  EXPECT_EQ(w.crashes(), 0u);
+  EXPECT_EQ(w.record().crashes(), 0u);
   // Only while a checkpoint is asked for: the same signal later is a crash.
   launcher.exit_last(killed(SIGUSR1));
   EXPECT_EQ(w.state(), WorkerState::Backoff);
@@ -816,7 +816,7 @@ TEST_F(SurgeTest, TheNextGenerationStartsBesideTheRunningOneInTheOtherCgroup) {
   EXPECT_EQ(w.state(), WorkerState::Running) << "the old generation serves on";
   EXPECT_EQ(w.phase(), StopPhase::Surging);
   EXPECT_EQ(w.pid(), old);
-  EXPECT_EQ(w.surge_pid(), launcher.last().pid);
+  EXPECT_EQ(w.surge().next_pid(), launcher.last().pid);
   EXPECT_TRUE(launcher.launched[0]->signals.empty()) << "nothing stops before the next is ready";
   EXPECT_EQ(env_of(launcher.last(), "RECYCLER_GENERATION"), "2");
   EXPECT_EQ(env_of(launcher.last(), "RECYCLER_RECYCLE_REASON"), "up 10s >= max lifetime 10s");
@@ -837,11 +837,11 @@ TEST_F(SurgeTest, ReadyFromTheNextGenerationSwapsAndStopsTheOldOneGracefully) {
   w.notified_ready(next);
   EXPECT_EQ(w.pid(), next);
   EXPECT_EQ(w.generation(), 2u);
-  EXPECT_EQ(w.recycles(), 1u);
+  EXPECT_EQ(w.record().recycles(), 1u);
   EXPECT_EQ(w.phase(), StopPhase::None);
   EXPECT_THAT(states, ElementsAre(WorkerState::Running)) << "a new run";
   EXPECT_THAT(launcher.launched[0]->signals, ElementsAre(SIGTERM));
-  EXPECT_EQ(w.retiring_pid(), old);
+  EXPECT_EQ(w.surge().retiring_pid(), old);
   EXPECT_THAT(log.all(), HasSubstr("api[0] generation 2 (pid " + std::to_string(next) +
                                    ") ready after 2s (READY=1); stopping generation 1"));
   // The old one exits: its cgroup is emptied and removed, the slot serves on.
@@ -849,7 +849,7 @@ TEST_F(SurgeTest, ReadyFromTheNextGenerationSwapsAndStopsTheOldOneGracefully) {
   exit_launched(0, exited(0));
   timers.advance(100ms);
   EXPECT_TRUE(cg->removed);
-  EXPECT_EQ(w.retiring_pid(), std::nullopt);
+  EXPECT_EQ(w.surge().retiring_pid(), std::nullopt);
   EXPECT_EQ(w.state(), WorkerState::Running);
   EXPECT_EQ(w.pid(), next);
   // The next surge goes back to the first variant.
@@ -891,7 +891,7 @@ TEST_F(SurgeTest, ANextGenerationThatExitsIsAFailedSurgeNotACrashOfTheSlot) {
   exit_launched(1, exited(3));
   EXPECT_THAT(log.all(), HasSubstr("surge: generation 2 exited with status 3 before it was ready"));
   EXPECT_EQ(w.state(), WorkerState::Running);
-  EXPECT_EQ(w.crashes(), 0u);
+  EXPECT_EQ(w.record().crashes(), 0u);
   EXPECT_TRUE(launcher.launched[0]->signals.empty());
 }
 
