@@ -13,7 +13,9 @@
 #     log's own timestamps (ms), and per program (µs);
 #   - start-up CPU: recycler's run time (schedstat) once all have started;
 #   - stop: SIGTERM, the time until recycler exits, its status, that every
-#     worker is gone and that the cgroup root was removed.
+#     worker is gone and that the cgroup root was removed; and the time until
+#     the last worker's "stopped" line (by the log's timestamps): what is left
+#     until the exit is recycler's own clean-up.
 # With BENCH_TERM_AT=K (0 < K < N) the SIGTERM comes instead as soon as the
 # K-th worker has logged "started", in the middle of the start-up: then the
 # time until exit (target < 1 s), how many programs had started, and the same
@@ -182,6 +184,10 @@ for N in "${COUNTS[@]}"; do
   if ((TIMED_OUT == 0)); then
     STOP_MS=$(ms_between "$STOP0" "$STOP1")
     STOP="exit $RC in $STOP_MS ms"
+    # When the last worker was stopped, by the log: the rest of the time to
+    # exit is recycler's own clean-up (its cgroups and notify sockets).
+    last=$(grep '^.\{24\}info    p[0-9]*\[0\] stopped$' "$LOG" | tail -1)
+    [[ -n $last ]] && STOP+=" (the last worker stopped after $(ms_between "$STOP0" "$(line_time "$last")") ms)"
     ((RC == 0)) || OK=0
   else
     STOP="still running 30 s after SIGTERM"
