@@ -91,7 +91,7 @@ trap 'exit 143' TERM
 # (EPOCHREALTIME is bash's clock; the stop is a plain wait): on a two-core
 # machine a poll that forks grep, sed or sleep every few milliseconds takes CPU
 # from recycler and its workers and so inflates what it measures.
-now() { echo "$EPOCHREALTIME"; }
+
 # A log line's timestamp ("2026-11-22 07:11:39.423 ...") in seconds since the epoch.
 line_time() { date -d "$(cut -c1-23 <<<"$1")" +%s.%N; }
 run_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
