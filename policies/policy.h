@@ -156,6 +156,11 @@ class Policy {
   // Its whole-worker decisions ask for a checkpoint first (action:
   // checkpoint): a recycle asked from the control socket does the same.
   virtual bool checkpoints() const { return false; }
+  // It watches for hangs (the watchdog, from Sample::alive): its restart
+  // neither asks a hung worker for a checkpoint nor cuts one under way short
+  // (checkpoint.timeout bounds that); the replacement resumes from the slot's
+  // last confirmed checkpoint, where it has one.
+  virtual bool watches_hangs() const { return false; }
 };
 
 // Where a factory reports what is wrong with its YAML node.

@@ -48,6 +48,9 @@ struct Sample {
   // The last iteration the worker reported (RECYCLER_ITERATION): a change is
   // an iteration boundary, which the leak policy projects its growth by.
   std::optional<uint64_t> iteration;
+  // When the run last said it is alive (WATCHDOG=1, or any RECYCLER_ITERATION
+  // report); empty until it first does. The watchdog policy reads it.
+  std::optional<TimePoint> alive;
   // CPU time the worker has used, microseconds: v2's cpu.stat usage_usec
   // (over the cgroup's life, which spans runs), else utime + stime of the
   // processes alive now. Only growth means anything: the controller measures

@@ -13,6 +13,7 @@ recycler's extensions, with the standard library only::
     rn.checkpointed()               # RECYCLER_CHECKPOINTED=1: the checkpoint asked for is saved
     rn.device_bytes(n)              # RECYCLER_DEVICE_BYTES=n: accelerator memory in use
     rn.iteration(i)                 # RECYCLER_ITERATION=i: iteration i is about to start
+    rn.watchdog()                   # WATCHDOG=1: still alive (the program's watchdog: timeout)
     rn.stopping()                   # STOPPING=1: shutting down of our own accord
     rn.notify(READY=1, STATUS="x")  # any fields, or a preformatted rn.notify("READY=1\\nSTATUS=x")
 
@@ -257,6 +258,13 @@ def stopping():
 
 def checkpointed():
     return notify(RECYCLER_CHECKPOINTED=1)
+
+
+def watchdog():
+    """WATCHDOG=1: still alive. With the program's `watchdog: {timeout: T}`
+    (WATCHDOG_USEC in the environment), send it at least every T, as systemd's
+    services do every WatchdogSec=; an iteration() counts as well."""
+    return notify(WATCHDOG=1)
 
 
 def device_bytes(n):

@@ -84,6 +84,8 @@ class NotifyTest(SupervisedTest):
         self.assertEqual(self.supervisor.receive(), "READY=1")
         self.assertTrue(recycler_notify.status("loaded\nmodel v3"))
         self.assertEqual(self.supervisor.receive(), "STATUS=loaded model v3")
+        self.assertTrue(recycler_notify.watchdog())
+        self.assertEqual(self.supervisor.receive(), "WATCHDOG=1")
         self.assertTrue(recycler_notify.iteration(7, device_bytes=1 << 30))
         self.assertEqual(self.supervisor.receive(),
                          "RECYCLER_DEVICE_BYTES=1073741824\nRECYCLER_ITERATION=7")

@@ -240,6 +240,9 @@ struct ProgramConfig {
   // after starting is in a recycle loop: its restarts back off.
   Duration min_uptime = 5s;
   std::optional<RequestsConfig> requests;
+  // watchdog.timeout: workers get WATCHDOG_USEC (and WATCHDOG_PID), as
+  // systemd gives them; the watchdog policy itself is in `policies`.
+  std::optional<Duration> watchdog_timeout;
   CheckpointConfig checkpoint;
   std::optional<TimelineConfig> timeline;
   std::vector<ListenSocket> listen;

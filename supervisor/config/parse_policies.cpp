@@ -92,6 +92,12 @@ std::optional<PolicySpec> parse_policy(const Field& item, Report& r) {
   }
   const std::string name = entry.first.Scalar();
   Field args = item.child(name, entry.second, entry.first.Mark());
+  if (name == "watchdog") {  // one spelling: the program's own key
+    r.error(entry.first.Mark(), item.path +
+                                    ": watchdog is a setting of the program, beside policies: "
+                                    "(e.g. `watchdog: {timeout: 30s}`), not a policy in the list");
+    return std::nullopt;
+  }
   if (!policies::Registry::instance().find(name)) {
     r.error(entry.first.Mark(), item.path + ": " + unknown_policy(name));
     return std::nullopt;
@@ -116,6 +122,21 @@ void parse_policies(const Field& f, ProgramSpec& spec, Report& r) {
   for (size_t i = 0; i < f.value.size(); ++i)
     if (auto policy = parse_policy(f.item(i, f.value[i]), r))
       spec.policies.push_back(std::move(*policy));
+}
+
+// The program's `watchdog:` becomes the watchdog policy (policies/watchdog.cpp),
+// after the listed ones; its settings are checked when compile() builds it.
+void parse_watchdog(const Field& f, ProgramConfig& p, ProgramSpec& spec, Report& r) {
+  if (f.null())
+    return r.error(f.mark(), f.path + " must not be empty: give timeout, progress or both");
+  if (!f.value.IsMap()) return r.error(f.mark(), f.path + " must be a map");
+  check_duplicate_keys(f, r);
+  // A bad value is the factory's to report, at compile().
+  if (const YAML::Node timeout = f.value["timeout"]; timeout && timeout.IsScalar())
+    p.watchdog_timeout = units::parse_duration(timeout.Scalar());
+  YAML::Node entry(YAML::NodeType::Map);
+  entry["watchdog"] = f.value;
+  spec.policies.push_back(PolicySpec{"watchdog", f.value, f.path, f.key_mark, canonical(entry)});
 }
 
 void parse_requests(const Field& f, ProgramSpec& spec, Report& r) {

@@ -262,6 +262,7 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
                      ProgramSites& sites, Report& r) {
   if (auto* v = map.find("policies")) parse_policies(*v, spec, r);
   if (auto* v = map.find("requests")) parse_requests(*v, spec, r);
+  if (auto* v = map.find("watchdog")) parse_watchdog(*v, p, spec, r);
   if (auto* v = map.get("sample_interval")) {
     if (auto d = read_duration(*v, r); d && *d < kMinSampleInterval)
       r.error(v->mark(), v->path + ": " + format_duration(*d) + " is too short; at least " +

@@ -169,6 +169,7 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "restart",
                                                     "policies",
                                                     "requests",
+                                                    "watchdog",
                                                     "sample_interval",
                                                     "max_concurrent_recycles",
                                                     "max_concurrent_process_recycles",
@@ -299,6 +300,7 @@ void check_listen_taken(const Field& program, const std::vector<ProgramConfig>& 
 // parse_policies.cpp: what decides a recycle, and how one goes.
 void parse_policies(const Field& f, ProgramSpec& spec, Report& r);
 void parse_requests(const Field& f, ProgramSpec& spec, Report& r);
+void parse_watchdog(const Field& f, ProgramConfig& p, ProgramSpec& spec, Report& r);
 void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r);
 void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r);
 void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r);

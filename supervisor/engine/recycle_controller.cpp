@@ -142,6 +142,7 @@ void RecycleController::prepare(unsigned slot, policies::Sample& s,
   s.requests = run.requests;
   s.device = run.device;
   s.iteration = run.iteration;
+  s.alive = run.alive;
   for (policies::ProcessSample& p : s.processes) {
     auto it = run.pid_requests.find(p.pid);
     p.requests = it == run.pid_requests.end() ? 0 : it->second;
@@ -218,11 +219,14 @@ void RecycleController::evaluate(unsigned slot, policies::Sample& sample, unsign
   auto whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
     return d.second.action != Decision::Action::Signal;
   });
-  // While a checkpoint is under way, only a plain restart changes anything.
-  if (run.checkpoint || run.asking)
+  // While a checkpoint is under way, only a plain restart changes anything;
+  // not the watchdog's: checkpoint.timeout bounds a checkpoint that hangs.
+  if (run.checkpoint || run.asking) {
+    std::erase_if(decisions, [&](const auto& d) { return policies_[d.first]->watches_hangs(); });
     whole = std::find_if(decisions.begin(), decisions.end(), [](const auto& d) {
       return d.second.action == Decision::Action::Restart;
     });
+  }
   if (whole != decisions.end()) return decide(slot, whole->first, std::move(whole->second));
   for (auto& [i, d] : decisions) {
     if (!running(slot)) return;
@@ -307,7 +311,11 @@ void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& 
     emit(AskCheckpoint{slot, program_->checkpoint.signal, run.asking->second});
     return;
   }
-  restart(slot, policy, cause_text(policy, decision), false);
+  // A hung worker wrote nothing since; its replacement resumes from the
+  // slot's last confirmed checkpoint, where there is one.
+  bool resume = policy < policies_.size() && policies_[policy]->watches_hangs() &&
+                slots_[slot].checkpoint_on_disk;
+  restart(slot, policy, cause_text(policy, decision), resume);
 }
 
 // The recycle line and event, and its timeline row.
@@ -437,6 +445,7 @@ void RecycleController::end_checkpoint(unsigned slot, std::string_view why, bool
   log(LogLevel::Debug,
       fmt::format("{}: checkpoint over ({}) after {}", name(slot), why,
                   format_duration(std::chrono::duration_cast<Duration>(now_() - cp.since))));
+  if (resume) slots_[slot].checkpoint_on_disk = true;
   restart(slot, cp.policy, std::move(cp.reason), resume);
 }
 

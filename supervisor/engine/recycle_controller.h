@@ -275,6 +275,7 @@ class RecycleController {
     bool warned_stranger = false;
     std::optional<uint64_t> device;
     std::optional<uint64_t> iteration;  // the last RECYCLER_ITERATION
+    std::optional<TimePoint> alive;     // the last WATCHDOG=1 or RECYCLER_ITERATION
     policies::Sample last;
     // Sample::cpu_usec of its first sample (lowered should the sum of its
     // processes drop): its CPU time since is what kUnseenRequestsCpu counts.
@@ -293,6 +294,9 @@ class RecycleController {
     std::unordered_map<pid_t, uint64_t> next_pid_requests;
     // Processes of the retiring generation answered by retiring_report().
     std::unordered_set<pid_t> retiring_answered;
+    // A run of the slot confirmed a checkpoint: a hung run's replacement
+    // resumes from it (Policy::watches_hangs).
+    bool checkpoint_on_disk = false;
   };
   // A process-scope recycle under way, until its process exits.
   struct InFlight {

@@ -20,6 +20,7 @@ void RecycleController::notified(unsigned slot, pid_t sender, const notify::Noti
   Run& run = *s.run;
   if (m.requests) requests_seen_ = true;  // even 0: the worker reports, so counts arrive
   if (m.device_bytes) run.device = m.device_bytes;
+  if (m.watchdog || m.iteration) run.alive = now_();
   if (m.ready && !run.ready) {
     run.ready = true;
     log(LogLevel::Debug, fmt::format("{} is ready (READY=1 from pid {})", name(slot), sender));

@@ -83,11 +83,25 @@ struct ChildPlan {
   // LISTEN_PID (envp points at it).
   mutable std::vector<int> listen_moved;
   mutable char listen_pid[32] = "LISTEN_PID=";
+  // WATCHDOG_PID=<its pid>, when the environment has WATCHDOG_USEC.
+  bool watchdog = false;
+  mutable char watchdog_pid[32] = "WATCHDOG_PID=";
   mutable int report_fd = -1;
   pid_t parent = 0;
 };
 
 constexpr int kFirstListenFd = 3;  // SD_LISTEN_FDS_START
+
+// The child's pid in decimal at `out` (after "LISTEN_PID=" and the like):
+// digits written in place, no allocation; async-signal-safe.
+void write_own_pid(char* out) {
+  char digits[16];
+  int len = 0;
+  for (pid_t pid = ::getpid(); pid > 0 && len < 15; pid /= 10)
+    digits[len++] = static_cast<char>('0' + pid % 10);
+  while (len > 0) *out++ = digits[--len];
+  *out = '\0';
+}
 
 // The sockets onto fds 3..; async-signal-safe. Every fd that must survive
 // (the report pipe, the sockets) is first moved above the range, since any
@@ -104,14 +118,7 @@ bool place_listen_fds(const ChildPlan& plan) {
       return false;
   for (size_t i = 0; i < n; ++i)
     if (::dup2(plan.listen_moved[i], kFirstListenFd + static_cast<int>(i)) < 0) return false;
-  // LISTEN_PID=<pid>: digits written in place, no allocation.
-  char digits[16];
-  int len = 0;
-  for (pid_t pid = ::getpid(); pid > 0 && len < 15; pid /= 10)
-    digits[len++] = static_cast<char>('0' + pid % 10);
-  char* out = plan.listen_pid + sizeof("LISTEN_PID=") - 1;
-  while (len > 0) *out++ = digits[--len];
-  *out = '\0';
+  write_own_pid(plan.listen_pid + sizeof("LISTEN_PID=") - 1);
   return true;
 }
 
@@ -159,6 +166,7 @@ void child_setup(const ChildPlan& plan) {
       ::dup2(plan.stderr_fd, 2) < 0)
     fail(plan, Step::Stdio);
   if (!place_listen_fds(plan)) fail(plan, Step::ListenFds);
+  if (plan.watchdog) write_own_pid(plan.watchdog_pid + sizeof("WATCHDOG_PID=") - 1);
   // Nothing else reaches the program: an fd recycler itself inherited without
   // close-on-exec (from whatever started it) is closed by the exec.
   ::close_range(kFirstListenFd + static_cast<unsigned>(plan.listen_fds.size()), ~0U,
@@ -215,11 +223,15 @@ ChildPlan make_plan(const LaunchSpec& spec, const std::string& exe, std::vector<
   plan.exe = exe;
   for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
   plan.argv.push_back(nullptr);
+  for (const std::string& kv : env) plan.watchdog |= kv.starts_with("WATCHDOG_USEC=");
   for (std::string& kv : env)
-    if (spec.listen_fds.empty() || kv.rfind("LISTEN_PID=", 0) != 0) plan.envp.push_back(kv.data());
+    if ((spec.listen_fds.empty() || !kv.starts_with("LISTEN_PID=")) &&
+        (!plan.watchdog || !kv.starts_with("WATCHDOG_PID=")))
+      plan.envp.push_back(kv.data());
   plan.listen_fds = spec.listen_fds;
   plan.listen_moved.assign(spec.listen_fds.size(), -1);
   if (!spec.listen_fds.empty()) plan.envp.push_back(plan.listen_pid);
+  if (plan.watchdog) plan.envp.push_back(plan.watchdog_pid);
   plan.envp.push_back(nullptr);
   for (const UniqueFd& fd : spec.join_fds) plan.join_fds.push_back(fd.get());
   for (const config::Rlimit& r : spec.rlimits) {

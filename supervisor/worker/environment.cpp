@@ -1,5 +1,6 @@
 #include "supervisor/worker/environment.h"
 
+#include <chrono>
 #include <map>
 
 #include "supervisor/config/allocator.h"
@@ -41,6 +42,12 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
     if (cause->resume)
       env["RECYCLER_RESUME"].assign(1, '1');  // not = "1": GCC 12 -O3 -Wrestrict false positive
   }
+  // As systemd gives a service with WatchdogSec=: the interval, and (spawn
+  // writes it in the child) the pid that is to send WATCHDOG=1.
+  if (program.watchdog_timeout && !program.env.count("WATCHDOG_USEC"))
+    env["WATCHDOG_USEC"] = std::to_string(
+        std::chrono::duration_cast<std::chrono::microseconds>(*program.watchdog_timeout).count());
+  env.erase("WATCHDOG_PID");
   for (const char* var : {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}) env.erase(var);
   if (sockets)
     for (auto& [k, v] : sockets->environment()) env[k] = v;

@@ -121,5 +121,42 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
   }
 }
 
+// A trainer that says it is alive (WATCHDOG=1, as sd_notify senders do) and
+// then hangs, as in a stuck collective: the watchdog restarts it within
+// timeout + sample_interval, and each start gets WATCHDOG_USEC and its own
+// pid as WATCHDOG_PID, as systemd gives them.
+TEST(Trainer, AHungTrainerIsRestartedByTheWatchdog) {
+  RECYCLER_REQUIRE_CGROUPS();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "no Debian python3 (install python3, or set RECYCLER_PYTHON)";
+  Sandbox sb;
+  std::string script = sb.write("hang.py", R"(import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+print("env usec=%s pid_ok=%s" % (os.environ.get("WATCHDOG_USEC"),
+                                  os.environ.get("WATCHDOG_PID") == str(os.getpid())), flush=True)
+for _ in range(3):
+    s.sendto(b"WATCHDOG=1", os.environ["NOTIFY_SOCKET"])
+    time.sleep(0.2)
+print("hanging", flush=True)
+time.sleep(3600)
+)");
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, R"(  train:
+    command: [")" + *python + R"(", ")" + script + R"("]
+    sample_interval: 200ms
+    watchdog: {timeout: 1s}
+    stop: {timeout: 2s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("env usec=1000000 pid_ok=True", scaled(10s))) << r.output();
+  ASSERT_TRUE(r.wait_for("hanging", scaled(5s))) << r.output();
+  auto hung =
+      r.wait_for("train[0] recycle: hung: no WATCHDOG=1 or RECYCLER_ITERATION for ", scaled(5s));
+  ASSERT_TRUE(hung) << r.output();
+  EXPECT_THAT(*hung, HasSubstr("(watchdog timeout 1s) (watchdog policy)"));
+  ASSERT_TRUE(r.wait_for("generation 2", scaled(10s))) << r.output();
+  ASSERT_TRUE(r.wait_for("env usec=1000000 pid_ok=True", scaled(10s))) << r.output();
+  EXPECT_EQ(r.count("asked to checkpoint"), 0u) << r.output();
+}
+
 }  // namespace
 }  // namespace recycler::testing

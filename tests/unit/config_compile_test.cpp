@@ -362,5 +362,53 @@ TEST(Policies, ALeakPolicyWithoutABackstopIsWarnedThatItDecidesLate) {
               ::testing::IsEmpty());
 }
 
+TEST(Watchdog, TheProgramKeyIsTheWatchdogPolicyAfterTheListedOnes) {
+  ProgramConfig p = program(R"(programs:
+  train:
+    command: [/bin/true]
+    policies:
+      - max_lifetime: {after: 6h}
+    watchdog: {timeout: 30s, progress: 10m}
+)");
+  ASSERT_EQ(p.policies.size(), 2u);
+  EXPECT_EQ(p.policies[1].name, "watchdog");
+  EXPECT_EQ(p.policies[1].source, "{watchdog: {progress: 10m, timeout: 30s}}");
+  EXPECT_TRUE(p.policies[1].policy->watches_hangs());
+  EXPECT_EQ(p.watchdog_timeout, std::chrono::seconds(30)) << "for WATCHDOG_USEC";
+  EXPECT_FALSE(program(R"(programs:
+  train:
+    command: [/bin/true]
+    watchdog: {progress: 10m}
+)")
+                   .watchdog_timeout);
+}
+
+TEST(Watchdog, ItsSettingsAreCheckedAtTheirOwnPlace) {
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    watchdog: {timeout: 500ms}
+)"),
+              ElementsAre("test.yaml:4:25: error: programs.train.watchdog: timeout: 500ms is too "
+                          "short; at least 1s"));
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    watchdog:
+)"),
+              ElementsAre(HasSubstr("programs.train.watchdog must not be empty")));
+}
+
+TEST(Watchdog, InThePolicyListItIsRefusedWithWhereItGoes) {
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    policies:
+      - watchdog: {timeout: 30s}
+)"),
+              ElementsAre(HasSubstr("5:9: error: programs.train.policies[0]: watchdog is a setting "
+                                    "of the program, beside policies:")));
+}
+
 }  // namespace
 }  // namespace recycler::config

@@ -8,6 +8,8 @@ recycler_test(policy_max_requests_test unit
   SOURCES policy_max_requests_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(policy_max_lifetime_test unit
   SOURCES policy_max_lifetime_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
+recycler_test(policy_watchdog_test unit
+  SOURCES policy_watchdog_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(policy_threads_test unit
   SOURCES policy_threads_test.cpp LIBS ${RECYCLER_POLICIES_WHOLE} yaml-cpp)
 recycler_test(recycle_gate_test unit SOURCES recycle_gate_test.cpp LIBS recycler_engine)

@@ -493,6 +493,111 @@ TEST_F(CheckpointTest, ACheckpointThatCannotBeAskedForRestartsWithoutOne) {
   EXPECT_FALSE(recycles[0].resume);
 }
 
+class WatchdogTest : public ControllerTest {
+ protected:
+  void alive() {
+    notify::NotifyMessage m;
+    m.watchdog = true;
+    controller->notified(0, 100, m);
+  }
+  void tick() {
+    policies::Sample s = sample(600);
+    controller->prepare(0, s, nullptr);
+    sampled(std::move(s));
+  }
+};
+
+TEST_F(WatchdogTest, ARunSilentPastItsTimeoutIsRestartedWithoutACheckpoint) {
+  make("    watchdog: {timeout: 10s}\n");
+  start();
+  tick();
+  now += 1h;
+  tick();
+  EXPECT_TRUE(all<RecycleWorker>().empty()) << "never said it was alive: not armed";
+  alive();
+  now += 10s;
+  tick();
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+  now += 1s;
+  tick();
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_FALSE(recycles[0].resume) << "no checkpoint was ever confirmed";
+  EXPECT_EQ(recycles[0].reason,
+            "hung: no WATCHDOG=1 or RECYCLER_ITERATION for 11s (watchdog timeout 10s) "
+            "(watchdog policy)");
+  EXPECT_TRUE(all<AskCheckpoint>().empty());
+}
+
+TEST_F(WatchdogTest, AnIterationReportCountsAsAlive) {
+  make("    watchdog: {timeout: 10s}\n");
+  start();
+  notify::NotifyMessage m;
+  m.iteration = 1;
+  controller->notified(0, 100, m);
+  now += 8s;
+  m.iteration = 2;
+  controller->notified(0, 100, m);
+  now += 8s;
+  tick();
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+}
+
+TEST_F(WatchdogTest, AHangDuringACheckpointIsLeftToTheCheckpointTimeout) {
+  make(
+      "    limits: {memory_max: 1GiB}\n"
+      "    checkpoint: {signal: USR1, timeout: 60s}\n"
+      "    watchdog: {timeout: 10s}\n"
+      "    policies:\n"
+      "      - memory: {limit: 500MiB, action: checkpoint}\n");
+  start();
+  alive();
+  tick();  // 600 MiB: a checkpoint is asked for
+  ASSERT_EQ(all<AskCheckpoint>().size(), 1u);
+  controller->checkpoint_sent(0, 100);
+  now += 30s;  // busy writing it, no WATCHDOG=1
+  tick();
+  EXPECT_TRUE(all<RecycleWorker>().empty()) << "the watchdog must not cut the checkpoint short";
+  notify::NotifyMessage done;
+  done.checkpointed = true;
+  controller->notified(0, 100, done);
+  take();
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_TRUE(recycles[0].resume);
+}
+
+TEST_F(WatchdogTest, AHungRunResumesFromTheSlotsLastConfirmedCheckpoint) {
+  make(
+      "    limits: {memory_max: 1GiB}\n"
+      "    checkpoint: {signal: USR1, timeout: 60s}\n"
+      "    watchdog: {timeout: 10s}\n"
+      "    policies:\n"
+      "      - memory: {limit: 500MiB, action: checkpoint}\n");
+  start();
+  tick();
+  controller->checkpoint_sent(0, 100);
+  notify::NotifyMessage done;
+  done.checkpointed = true;
+  controller->notified(0, 100, done);
+  take();
+  controller->run_ended(0, RunEnd::Stopping, true);
+  commands.clear();
+  now += 5s;
+  controller->run_started(0, 2, now, 101, 0);
+  notify::NotifyMessage m;
+  m.watchdog = true;
+  controller->notified(0, 101, m);
+  now += 11s;
+  policies::Sample s = sample(100);
+  controller->prepare(0, s, nullptr);
+  sampled(std::move(s));
+  auto recycles = all<RecycleWorker>();
+  ASSERT_EQ(recycles.size(), 1u);
+  EXPECT_TRUE(recycles[0].resume) << "the checkpoint it confirmed before is on disk";
+  EXPECT_THAT(recycles[0].reason, ::testing::StartsWith("hung: "));
+}
+
 class CheckpointWaitTest : public CheckpointTest {
  protected:
   CheckpointWaitTest() { on_timeout = "wait"; }

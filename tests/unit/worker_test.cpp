@@ -435,6 +435,20 @@ TEST(WorkerEnvironment, ThreadsSetsTheUsualVariablesUnlessTheProgramEnvSetsThem)
   EXPECT_THAT(env, Contains("RECYCLER_GENERATION=7"));
 }
 
+TEST(WorkerEnvironment, AWatchdogTimeoutIsGivenAsSystemdGivesIt) {
+  config::ProgramConfig p;
+  p.name = "train";
+  p.watchdog_timeout = std::chrono::seconds(30);
+  // recycler's own (from its unit) never reaches a worker; spawn writes
+  // WATCHDOG_PID in the child.
+  auto env = worker_environment({"WATCHDOG_USEC=5000000", "WATCHDOG_PID=1"}, p, 0, 1);
+  EXPECT_THAT(env, Contains("WATCHDOG_USEC=30000000"));
+  for (const std::string& kv : env) EXPECT_FALSE(kv.starts_with("WATCHDOG_PID=")) << kv;
+  p.watchdog_timeout.reset();
+  for (const std::string& kv : worker_environment({}, p, 0, 1))
+    EXPECT_FALSE(kv.starts_with("WATCHDOG_")) << kv;
+}
+
 TEST(WorkerEnvironment, WithoutThreadsTheInheritedValuesStay) {
   config::ProgramConfig p;
   p.name = "x";
