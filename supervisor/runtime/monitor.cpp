@@ -20,6 +20,10 @@ struct ProgramMonitor::Slot {
   std::optional<unsigned> generation;  // of the run being sampled
   std::unique_ptr<Timer> tick;
   std::unique_ptr<Timer> checkpoint_timeout;
+  // watchdog.timeout: due when the run has been silent that long, then a
+  // sample (watch_silence); moved on by each WATCHDOG=1 or iteration.
+  std::unique_ptr<Timer> silence;
+  TimePoint silent_at{};
   // The cgroup outlives runs, and so does its kernel watch (a surge moves
   // the slot to its other cgroup: then the watch is made afresh).
   std::unique_ptr<probe::MemoryWatch> watch;
@@ -233,6 +237,24 @@ void ProgramMonitor::sample(Slot& slot) {
   run_commands();
 }
 
+// A hang is acted on when the run has been silent for watchdog.timeout, not
+// at the next sampling tick after it. One timer per slot, moved lazily: a
+// ping only moves the deadline, and a timer that fires before it waits for
+// the rest. A millisecond past it, since the watchdog fires only past.
+void ProgramMonitor::watch_silence(Slot& slot) {
+  slot.silent_at = ctx_.timers.now() + *program_->watchdog_timeout + Duration{1};
+  if (!slot.silence) arm_silence(slot);
+}
+
+void ProgramMonitor::arm_silence(Slot& slot) {
+  auto left = std::chrono::duration_cast<Duration>(slot.silent_at - ctx_.timers.now());
+  slot.silence = ctx_.timers.after(std::max(left, Duration{0}), [this, &slot] {
+    if (ctx_.timers.now() < slot.silent_at) return arm_silence(slot);
+    slot.silence.reset();
+    sample(slot);  // of whichever run is there now: a new one is not armed yet
+  });
+}
+
 bool ProgramMonitor::wants_gpu() const {
   return (controller_.needs() & policies::kNeedsGpu) || program_->timeline.has_value();
 }
@@ -264,6 +286,8 @@ void ProgramMonitor::on_notify(Worker& worker, engine::Generation generation, pi
   switch (generation) {
     case engine::Generation::Current:
       controller_.notified(slot->index, sender, message);
+      if (program_->watchdog_timeout && (message.watchdog || message.iteration))
+        watch_silence(*slot);
       run_commands();
       return;
     case engine::Generation::Next:

@@ -121,6 +121,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   void arm_tick(Slot& slot, Duration delay);
   void on_kernel_event(Slot& slot);
   void sample(Slot& slot);
+  // watchdog.timeout: a sample the moment a run has been silent that long.
+  void watch_silence(Slot& slot);
+  void arm_silence(Slot& slot);
   // Whether this program's samples carry GPU figures: a policy reads them,
   // or the config has `gpu:` and the program records a timeline.
   bool wants_gpu() const;

@@ -122,8 +122,8 @@ TEST(Trainer, ALeakingTrainerIsCheckpointedRestartedAndFinishesWithoutOomKills) 
 }
 
 // A trainer that says it is alive (WATCHDOG=1, as sd_notify senders do) and
-// then hangs, as in a stuck collective: the watchdog restarts it within
-// timeout + sample_interval, and each start gets WATCHDOG_USEC and its own
+// then hangs, as in a stuck collective: the watchdog restarts it once the
+// timeout has passed, and each start gets WATCHDOG_USEC and its own
 // pid as WATCHDOG_PID, as systemd gives them.
 TEST(Trainer, AHungTrainerIsRestartedByTheWatchdog) {
   RECYCLER_REQUIRE_CGROUPS();

@@ -126,6 +126,26 @@ TEST_F(MonitorTest, ACheckpointIsAskedThenItsTimerEndsItWithARestart) {
       << "no checkpoint was confirmed";
 }
 
+TEST_F(MonitorTest, AHangIsActedOnTheMomentTheWatchdogTimeoutPassesNotAtTheNextTick) {
+  make("    sample_interval: 1h\n    watchdog: {timeout: 10s}\n");
+  workers[0]->start();
+  auto ping = [&] {
+    notify::NotifyMessage message;
+    message.watchdog = true;
+    notify::Origin origin{{"app", 0, 0}, workers[0]->generation()};
+    monitor->receive(origin, launcher.last().pid, message, true);
+  };
+  ping();
+  timers.advance(5s);
+  ping();  // moves the deadline on
+  timers.advance(10s);
+  EXPECT_EQ(workers[0]->state(), WorkerState::Running) << "silent for 10s exactly";
+  timers.advance(1ms);
+  EXPECT_EQ(workers[0]->state(), WorkerState::Stopping) << log.all();
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM));
+  EXPECT_THAT(log.all(), ::testing::HasSubstr("app[0] recycle: hung: no WATCHDOG=1"));
+}
+
 TEST_F(MonitorTest, ItKnowsWhichRunOfEachSlotCanSendAndHearsOfStatesBeforeTheSupervisor) {
   make("", 2);
   EXPECT_EQ(monitor->live_generation(0), std::nullopt) << "not started";
