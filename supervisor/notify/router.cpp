@@ -1,6 +1,9 @@
 #include "supervisor/notify/router.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <utility>
 
@@ -102,6 +105,7 @@ const NotifySocket* Router::socket(const std::string& program) const {
 void Router::route(const std::string& program, const NotifySocket::Datagram& d,
                    NotifySocket& socket) {
   std::optional<Origin> origin = origin_of(d.pid);
+  if (!origin) origin = origin_of_gone(program, d.pid, d.data);
   Receiver* receiver = origin ? lookup_.receiver(origin->place.program) : nullptr;
   // A worker of another program that can reach this socket speaks for that
   // program only on its own.
@@ -161,6 +165,32 @@ bool Router::same_network_namespace(pid_t pid) const {
   if (!own) return false;
   std::string path = fmt::format("{}/{}/ns/net", proc_, pid);
   return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own;
+}
+
+// systemd-notify sends and exits: by the time its datagram is read its
+// /proc entry, and so its cgroup, may be gone (systemd has the same race;
+// see its NotifyAccess= and systemd-notify --pid=). A program's socket is
+// its own, in a directory only its workers' user can reach: a sender that
+// is gone speaks for the program it wrote to. For the worker process its
+// MAINPID= names (systemd-notify --pid=), when that is one of this
+// program's; else for the program's slot when it has only one. Never with
+// abstract sockets (no runtime directory), which anyone can reach.
+std::optional<Origin> Router::origin_of_gone(const std::string& program, pid_t pid,
+                                             std::string_view data) {
+  if (!runtime_ || pid <= 0) return std::nullopt;
+  std::string entry = fmt::format("{}/{}", proc_, pid);
+  if (::access(entry.c_str(), F_OK) == 0 || errno != ENOENT) return std::nullopt;
+  const Receiver* r = lookup_.receiver(program);
+  if (!r) return std::nullopt;
+  if (std::optional<pid_t> main = parse_message(data).mainpid) {
+    std::optional<Origin> named = origin_of(*main);
+    if (named && named->place.program == program) return named;
+    return std::nullopt;
+  }
+  if (r->slot_count() != 1) return std::nullopt;
+  std::optional<unsigned> generation = r->live_generation(0);
+  if (!generation) return std::nullopt;
+  return Origin{Place{program, 0, 0}, *generation};
 }
 
 std::optional<Origin> Router::origin_of(pid_t pid) {

@@ -48,6 +48,7 @@ class Receiver {
   // The run of `slot` that can send (running or stopping), or nullopt.
   virtual std::optional<unsigned> live_generation(unsigned slot) const = 0;
   virtual std::string worker_name(unsigned slot) const = 0;
+  virtual unsigned slot_count() const = 0;
   // A well-formed message from `pid`: what to answer it when `answer_wanted`
   // (it can hear answers and reported requests); an empty Answer for none.
   virtual Answer receive(const Origin& origin, pid_t pid, const NotifyMessage& message,
@@ -97,6 +98,8 @@ class Router {
 
  private:
   std::optional<Origin> origin_of(pid_t pid);
+  std::optional<Origin> origin_of_gone(const std::string& program, pid_t pid,
+                                       std::string_view data);
   void warn(const std::string& program, const NotifySocket::Datagram& d, bool foreign,
             const NotifyMessage& message, Receiver* receiver, const Origin* origin);
   // An abstract address means something in one network namespace only.

@@ -76,6 +76,7 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // included (the end of a surge's wait), then on_notify() and answer().
   std::optional<unsigned> live_generation(unsigned slot) const override;
   std::string worker_name(unsigned slot) const override;
+  unsigned slot_count() const override { return static_cast<unsigned>(slots_.size()); }
   notify::Answer receive(const notify::Origin& origin, pid_t pid,
                          const notify::NotifyMessage& message, bool answer_wanted) override;
   uint64_t requests_counted() const override { return controller_.requests_counted(); }

@@ -7,7 +7,13 @@
 // the workers; each decision is a JSON event too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "supervisor/notify/socket.h"
@@ -231,6 +237,65 @@ TEST(Recycle, NotifyMessagesFromOutsideTheWorkersAreDroppedAndSaidSo) {
   EXPECT_EQ(r.exit_code(10s), 0);
   EXPECT_EQ(r.count("notify socket of app: ignored"), 1u) << r.output();
   EXPECT_EQ(r.count("app[0] recycle"), 0u) << r.output();
+}
+
+// Whether `dir`/`name` exists within `timeout` (inotify: no polling).
+bool file_appears(const std::string& dir, const std::string& name, Millis timeout) {
+  UniqueFd fd(::inotify_init1(IN_CLOEXEC));
+  if (!fd || ::inotify_add_watch(fd.get(), dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(dir + "/" + name)) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd.get(), POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char events[4096];
+    if (::read(fd.get(), events, sizeof events) < 0) return false;
+  }
+  return true;
+}
+
+// Debian's systemd-notify with --no-block (or as older versions do) sends and
+// exits at once: by the time recycler reads its datagram, its /proc entry (so
+// its cgroup) may be gone. recycler is stopped while it sends, so that it
+// surely is: the message still counts for the program whose socket it came to
+// (it has one slot): STATUS= as sent, WATCHDOG=1 as the watchdog's ping.
+TEST(Recycle, SystemdNotifyMessagesCountAfterTheSenderHasExited) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (::access("/bin/systemd-notify", X_OK) != 0) GTEST_SKIP() << "no /bin/systemd-notify";
+  Sandbox sb;
+  // As root, systemd-notify sends with its parent's credentials; as another
+  // user it can only send its own, and then exits.
+  std::string shared = sb.tmp() + "/shared";
+  ASSERT_EQ(::chmod(sb.tmp().c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(
+          sb,
+          R"(  app:
+    command: ["/bin/sh", "-c", "while [ ! -e )" +
+              shared +
+              R"(/go ]; do sleep 0.05; done; systemd-notify --no-block 'STATUS=sent while recycler was stopped'; systemd-notify --no-block WATCHDOG=1; touch )" +
+              shared + R"(/sent; exec sleep 1000"]
+    user: nobody
+    cwd: /tmp
+    watchdog: {timeout: 1s}
+    stop: {timeout: 2s}
+)",
+          "log: {level: debug}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("app[0] started", scaled(10s)));
+  r.signal(SIGSTOP);
+  std::ofstream(shared + "/go").close();
+  bool done = file_appears(shared, "sent", scaled(10s));
+  r.signal(SIGCONT);
+  ASSERT_TRUE(done) << "the worker never sent";
+  EXPECT_TRUE(r.wait_for("app[0] status: sent while recycler was stopped", scaled(5s)))
+      << r.output();
+  // Armed by the WATCHDOG=1 of a sender that is gone, then silent: hung.
+  EXPECT_TRUE(r.wait_for("app[0] recycle: hung: no WATCHDOG=1", scaled(5s))) << r.output();
+  EXPECT_EQ(r.count("which is not one of its workers"), 0u) << r.output();
 }
 
 }  // namespace
