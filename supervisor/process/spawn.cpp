@@ -83,7 +83,7 @@ struct ChildPlan {
   // LISTEN_PID (envp points at it).
   mutable std::vector<int> listen_moved;
   mutable char listen_pid[32] = "LISTEN_PID=";
-  // WATCHDOG_PID=<its pid>, when the environment has WATCHDOG_USEC.
+  // WATCHDOG_PID=<its pid>, with LaunchSpec::watchdog_pid.
   bool watchdog = false;
   mutable char watchdog_pid[32] = "WATCHDOG_PID=";
   mutable int report_fd = -1;
@@ -223,7 +223,7 @@ ChildPlan make_plan(const LaunchSpec& spec, const std::string& exe, std::vector<
   plan.exe = exe;
   for (const std::string& a : spec.argv) plan.argv.push_back(const_cast<char*>(a.c_str()));
   plan.argv.push_back(nullptr);
-  for (const std::string& kv : env) plan.watchdog |= kv.starts_with("WATCHDOG_USEC=");
+  plan.watchdog = spec.watchdog_pid;
   for (std::string& kv : env)
     if ((spec.listen_fds.empty() || !kv.starts_with("LISTEN_PID=")) &&
         (!plan.watchdog || !kv.starts_with("WATCHDOG_PID=")))

@@ -34,6 +34,9 @@ struct LaunchSpec {
   // its environment also gets LISTEN_PID=<the child's pid>, which only the
   // child knows (env carries LISTEN_FDS and LISTEN_FDNAMES).
   std::vector<int> listen_fds;
+  // WATCHDOG_PID=<the child's pid> in its environment, in place of any
+  // (a program's watchdog: timeout; env carries WATCHDOG_USEC).
+  bool watchdog_pid = false;
 };
 
 // Resolves `name` like execvp: as is when it contains '/', else along PATH

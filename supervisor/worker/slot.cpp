@@ -37,6 +37,7 @@ Result<std::unique_ptr<Process>> Slot::launch(
   if (worker_nofile_ && !sets_nofile) spec.rlimits.push_back(*worker_nofile_);
   spec.join_fds = cgroup.open_join_fds();
   if (sockets_) spec.listen_fds = sockets_->fds();
+  spec.watchdog_pid = program_->watchdog_timeout.has_value();
   bool joinable = std::all_of(spec.join_fds.begin(), spec.join_fds.end(),
                               [](const UniqueFd& fd) { return static_cast<bool>(fd); });
   if (!joinable) return errno_error("cannot open the files that join its cgroup " + cgroup.path());
