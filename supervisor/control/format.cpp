@@ -108,6 +108,12 @@ std::string status_table(const std::vector<WorkerStatus>& workers, bool processe
     }
     out += line + "\n";
   }
+  // What each worker said of itself (STATUS=), beneath, as systemctl's
+  // "Status:" line: free text, so not in a column.
+  for (const WorkerStatus& w : workers)
+    if (!w.status_text.empty())
+      out += escape_text(w.program) + "[" + std::to_string(w.slot) +
+             "] status: " + escape_text(w.status_text) + "\n";
   return out;
 }
 

@@ -21,7 +21,8 @@ std::string format_memory(const WorkerStatus& w);
 std::string format_limit(const WorkerStatus& w);
 // The table: a header, then one line per slot, in the order given; with
 // `processes`, each slot's processes on lines of their own beneath it (a
-// pre-fork server under scope: process).
+// pre-fork server under scope: process). Then, for each slot whose run said
+// something with STATUS=, a line "api[0] status: TEXT".
 std::string status_table(const std::vector<WorkerStatus>& workers, bool processes = false);
 // Slots sorted by the figure their policies watch, largest first (top).
 std::vector<WorkerStatus> by_memory(std::vector<WorkerStatus> workers);

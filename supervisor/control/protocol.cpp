@@ -286,7 +286,8 @@ Json to_json(const WorkerStatus& w) {
           {"threads", optional_json(w.threads)},
           {"outlooks", std::move(outlooks)},
           {"last_recycle_reason",
-           w.last_recycle_reason.empty() ? Json(nullptr) : Json(w.last_recycle_reason)}};
+           w.last_recycle_reason.empty() ? Json(nullptr) : Json(w.last_recycle_reason)},
+          {"status_text", w.status_text.empty() ? Json(nullptr) : Json(w.status_text)}};
 }
 
 Json to_json(const SupervisorStatus& s) {
@@ -356,6 +357,7 @@ WorkerStatus worker_from_json(const Json& j) {
                               o.value("seconds_to_limit", 0.0)});
   if (auto* v = get("last_recycle_reason"); v && v->is_string())
     w.last_recycle_reason = v->get<std::string>();
+  if (auto* v = get("status_text"); v && v->is_string()) w.status_text = v->get<std::string>();
   return w;
 }
 

@@ -74,6 +74,9 @@ struct WorkerStatus {
   std::optional<uint32_t> threads;
   std::vector<OutlookStatus> outlooks;
   std::string last_recycle_reason;  // "" before the first recycle
+  // What its run last said with STATUS= (sd_notify), as `systemctl status`
+  // shows it: text from the worker, escaped where printed; "" for none.
+  std::string status_text;
 
   bool running() const { return state == "running"; }
 };

@@ -555,6 +555,12 @@ bool RecycleController::recycle_asked(unsigned slot, std::string reason) {
   return true;
 }
 
+const std::string& RecycleController::status_text(unsigned slot) const {
+  static const std::string none;
+  if (slot >= slots_.size() || !slots_[slot].run) return none;
+  return slots_[slot].run->status;
+}
+
 const policies::Sample* RecycleController::last_sample(unsigned slot) const {
   if (slot >= slots_.size() || !slots_[slot].run) return nullptr;
   return &slots_[slot].run->last;

@@ -211,6 +211,9 @@ class RecycleController {
   // served so far; each predicting policy's outlook (policy index, outlook),
   // valid until the next event.
   const policies::Sample* last_sample(unsigned slot) const;
+  // What the slot's current run last said with STATUS= (sd_notify), as
+  // `systemctl status` shows it; "" when it said nothing.
+  const std::string& status_text(unsigned slot) const;
   std::optional<uint64_t> requests_served(unsigned slot) const;
   // The request limit drawn for `pid` (the lowest of the policies that draw
   // one per process), as answer() tells it; nullopt when none does.
@@ -276,6 +279,7 @@ class RecycleController {
     std::optional<uint64_t> device;
     std::optional<uint64_t> iteration;  // the last RECYCLER_ITERATION
     std::optional<TimePoint> alive;     // the last WATCHDOG=1 or RECYCLER_ITERATION
+    std::string status;                 // the last STATUS=, at most kMaxStatusBytes
     policies::Sample last;
     // Sample::cpu_usec of its first sample (lowered should the sum of its
     // processes drop): its CPU time since is what kUnseenRequestsCpu counts.

@@ -25,7 +25,10 @@ void RecycleController::notified(unsigned slot, pid_t sender, const notify::Noti
     run.ready = true;
     log(LogLevel::Debug, fmt::format("{} is ready (READY=1 from pid {})", name(slot), sender));
   }
-  if (m.status) log(LogLevel::Debug, fmt::format("{} status: {}", name(slot), *m.status));
+  if (m.status) {
+    run.status = *m.status;
+    log(LogLevel::Debug, fmt::format("{} status: {}", name(slot), *m.status));
+  }
   // A signalled process of a pre-fork server that says it is going (gunicorn's
   // worker_exit hook sends STOPPING=1 once it has left its accept loop) no
   // longer serves, whether or not it still holds its listening sockets.

@@ -123,6 +123,7 @@ WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
   const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
   const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
   if (last && s.pid) fill_sampled(s, cfg, *controller, w.slot(), *last, watched);
+  if (controller && s.pid) s.status_text = controller->status_text(w.slot());
   fill_cgroup_memory(s, w);
   return s;
 }

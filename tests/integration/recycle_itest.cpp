@@ -258,7 +258,9 @@ bool file_appears(const std::string& dir, const std::string& name, Millis timeou
 // exits at once: by the time recycler reads its datagram, its /proc entry (so
 // its cgroup) may be gone. recycler is stopped while it sends, so that it
 // surely is: the message still counts for the program whose socket it came to
-// (it has one slot): STATUS= as sent, WATCHDOG=1 as the watchdog's ping.
+// (it has one slot): STATUS= as sent, WATCHDOG=1 as the watchdog's ping. And
+// as most workers send it (--ready, blocking): READY=1, and STATUS= in
+// `recycler status`.
 TEST(Recycle, SystemdNotifyMessagesCountAfterTheSenderHasExited) {
   RECYCLER_REQUIRE_CGROUPS();
   if (::access("/bin/systemd-notify", X_OK) != 0) GTEST_SKIP() << "no /bin/systemd-notify";
@@ -282,6 +284,8 @@ TEST(Recycle, SystemdNotifyMessagesCountAfterTheSenderHasExited) {
     cwd: /tmp
     watchdog: {timeout: 1s}
     stop: {timeout: 2s}
+  talker:
+    command: ["/bin/sh", "-c", "systemd-notify --ready --status='serving 3 models'; exec sleep 1000"]
 )",
           "log: {level: debug}\n"));
   Recycler r({"run", "-c", cfg}, sb);
@@ -296,6 +300,10 @@ TEST(Recycle, SystemdNotifyMessagesCountAfterTheSenderHasExited) {
   // Armed by the WATCHDOG=1 of a sender that is gone, then silent: hung.
   EXPECT_TRUE(r.wait_for("app[0] recycle: hung: no WATCHDOG=1", scaled(5s))) << r.output();
   EXPECT_EQ(r.count("which is not one of its workers"), 0u) << r.output();
+  // The way most workers send it: READY=1 and STATUS=, shown by status.
+  EXPECT_EQ(r.count("talker[0] is ready (READY=1 from pid"), 1u) << r.output();
+  Cli status = cli({"status", "-c", cfg, "talker"});
+  EXPECT_THAT(status.out, HasSubstr("talker[0] status: serving 3 models")) << status.out;
 }
 
 }  // namespace

@@ -285,6 +285,19 @@ TEST(ControlFormat, WhatAWorkerNamedIsEscaped) {
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2);
 }
 
+TEST(ControlFormat, WhatAWorkerSaysWithStatusIsBeneathTheTableEscapedAndInJson) {
+  WorkerStatus quiet = worker("api", 0, 1);
+  WorkerStatus said = worker("train", 1, 1);
+  said.status_text = "epoch 3/10\x1b[2J";
+  std::vector<std::string> lines = lines_of(status_table({quiet, said}));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3], "train[1] status: epoch 3/10\\x1b[2J");
+  Json j = to_json(said);
+  EXPECT_EQ(j["status_text"], "epoch 3/10\x1b[2J");
+  EXPECT_EQ(worker_from_json(j).status_text, said.status_text);
+  EXPECT_TRUE(to_json(quiet)["status_text"].is_null());
+}
+
 TEST(ControlFormat, StatusExitsThreeWhenASlotIsNotRunning) {
   WorkerStatus down = worker("api", 1, 1);
   down.state = "stopped";

@@ -872,6 +872,21 @@ TEST_F(ControllerTest, DeviceBytesAWorkerReportsGoIntoTheSample) {
   EXPECT_EQ(all<RecycleWorker>().size(), 1u);
 }
 
+TEST_F(ControllerTest, WhatARunSaysWithStatusIsKeptForItsRunOnly) {
+  make("");
+  start();
+  EXPECT_EQ(controller->status_text(0), "");
+  notify::NotifyMessage m;
+  m.status = "warming up";
+  controller->notified(0, 100, m);
+  controller->notified(0, 100, notify::NotifyMessage{});  // a message without one keeps it
+  EXPECT_EQ(controller->status_text(0), "warming up");
+  EXPECT_EQ(controller->status_text(7), "") << "no such slot";
+  controller->run_ended(0, RunEnd::Exited);
+  start(0, 2, 101);
+  EXPECT_EQ(controller->status_text(0), "") << "the next run has said nothing yet";
+}
+
 TEST_F(ControllerTest, TheIterationAWorkerReportsGoesIntoTheSample) {
   make("    policies:\n      - memory: {metric: device, limit: 1GiB}\n");
   start();
