@@ -403,7 +403,10 @@ TEST(Gunicorn, StatusAndMetricsShowEachProcessItsRecyclesAndItsFiguresAgainstIts
   EXPECT_THAT(named.out, HasSubstr("200 MiB each"));
   EXPECT_THAT(named.out, ::testing::ContainsRegex("\n  process +main +" + std::to_string(master) +
                                                   " .* uss "));
-  EXPECT_EQ(std::count(named.out.begin(), named.out.end(), '\n'), 6) << named.out;
+  // The header, the slot, its four processes, and what gunicorn said of
+  // itself (STATUS=, as systemctl status shows it).
+  EXPECT_EQ(std::count(named.out.begin(), named.out.end(), '\n'), 7) << named.out;
+  EXPECT_THAT(named.out, HasSubstr("\nweb[0] status: Gunicorn arbiter booted\n"));
   Cli all = cli({"status", "--socket", socket});
   EXPECT_THAT(all.out, ::testing::Not(HasSubstr("  process"))) << "one line per slot";
 
