@@ -78,6 +78,17 @@ std::optional<uint64_t> ProgramConfig::requests_held_below() const {
   return std::max<uint64_t>(n, 1);
 }
 
+Duration preempt_checkpoint_window(const ProgramConfig& program, Duration deadline) {
+  Duration room = std::max(deadline - program.stop.timeout, deadline / 2);
+  return std::min(program.checkpoint.timeout, room);
+}
+
+bool ProgramConfig::checkpoints() const {
+  return checkpoint.given || std::any_of(policies.begin(), policies.end(), [](const auto& p) {
+           return p.policy && p.policy->checkpoints();
+         });
+}
+
 std::string ProgramConfig::request_source() const {
   if (requests)
     return "counts requests from output lines matching /" + requests->pattern +

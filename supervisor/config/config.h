@@ -130,6 +130,10 @@ struct CheckpointConfig {
   // After the timeout: restart anyway, or keep waiting while the worker's
   // memory stays under memory_max.
   CheckpointTimeout on_timeout = CheckpointTimeout::Restart;
+  // The program has a checkpoint: section: it is also asked to checkpoint
+  // before an operator's or a scheduler's stop or recycle
+  // (ProgramConfig::checkpoints).
+  bool given = false;
   bool operator==(const CheckpointConfig&) const = default;
 };
 
@@ -271,6 +275,11 @@ struct ProgramConfig {
   // when it sets one, read as recycler_notify.py reads it ("unlimited", a
   // number, anything else 1), else requests_batch_below(); nullopt: unlimited.
   std::optional<uint64_t> requests_held_below() const;
+  // Asked to checkpoint before it is stopped (recycler's SIGTERM, `recycler
+  // stop`, `restart`, a reload that replaces it, a preemption) or recycled
+  // by an operator (`recycler recycle`): it has a checkpoint: section, or a
+  // policy with action: checkpoint.
+  bool checkpoints() const;
 };
 
 struct LogConfig {
@@ -308,12 +317,40 @@ struct MetricsConfig {
   bool operator==(const MetricsConfig&) const = default;
 };
 
+// `preempt:`: what recycler does on the signal a scheduler sends ahead of
+// the end of a job (Slurm's --signal=B:USR1@T, a spot instance's notice
+// relayed as a signal): every program that checkpoints is asked to, each
+// worker is stopped, all by `deadline` (then whatever is left is killed), and
+// recycler exits with `exit_code`, after `scontrol requeue $SLURM_JOB_ID`
+// with then: requeue. No restarts meanwhile.
+enum class PreemptThen { Exit, Requeue };
+inline constexpr EnumName<PreemptThen> kPreemptThens[] = {{PreemptThen::Exit, "exit"},
+                                                          {PreemptThen::Requeue, "requeue"}};
+struct PreemptConfig {
+  int signal = SIGUSR1;
+  // Slurm's default for --signal's @T: the signal comes 60 s before the end.
+  Duration deadline = 60s;
+  PreemptThen then = PreemptThen::Exit;
+  // Unset: 128 + signal, as a shell reports a process ended by it (not 0:
+  // the job did not finish).
+  std::optional<int> exit_code;
+  int exit_status() const { return exit_code.value_or(128 + signal); }
+  bool operator==(const PreemptConfig&) const = default;
+};
+struct ProgramConfig;
+// The checkpoint window of `program` in a preemption with `deadline`: its
+// checkpoint.timeout, but never so long that its stop (stop.timeout) cannot
+// follow before the deadline; at least half the deadline goes to the
+// checkpoint, whose loss costs more than a SIGKILL.
+Duration preempt_checkpoint_window(const ProgramConfig& program, Duration deadline);
+
 struct Config {
   std::string path;  // the file it came from ("" when built from the command line)
   LogConfig log;
   std::optional<GpuConfig> gpu;
   ControlConfig control;
   std::optional<MetricsConfig> metrics;
+  std::optional<PreemptConfig> preempt;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;
@@ -349,6 +386,9 @@ constexpr const char* to_string(LogLevel level) {
 }
 constexpr const char* to_string(CheckpointTimeout on_timeout) {
   return enum_name(kCheckpointTimeouts, on_timeout);
+}
+constexpr const char* to_string(PreemptThen then) {
+  return enum_name(kPreemptThens, then);
 }
 
 }  // namespace recycler::config

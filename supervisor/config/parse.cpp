@@ -151,6 +151,7 @@ std::optional<Parsed> parse_config(const YAML::Node& document, const std::string
   if (auto* v = top->find("gpu")) parse_gpu(*v, base, config.gpu, r);
   if (auto* v = top->find("control")) parse_control(*v, base, config.control, parsed.control, r);
   if (auto* v = top->find("metrics")) parse_metrics(*v, config.metrics, r);
+  if (auto* v = top->find("preempt")) parse_preempt(*v, config.preempt, r);
   parse_programs(top->find("programs"), root.value.Mark(), base, parsed, r);
   return parsed;
 }
@@ -214,6 +215,7 @@ std::vector<KeyTable> key_tables() {
           {"gpu", kGpuKeys},
           {"control", kControlKeys},
           {"metrics", kMetricsKeys},
+          {"preempt", kPreemptKeys},
           {"programs.*", kProgramKeys},
           {"programs.*.allocator", kAllocatorKeys},
           {"programs.*.limits", kLimitKeys},

@@ -150,6 +150,8 @@ void parse_requests(const Field& f, ProgramSpec& spec, Report& r) {
 }
 
 void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
+  checkpoint.given = true;
+  if (f.null()) return;  // a bare `checkpoint:`: the defaults
   auto map = read_map(f, r, kCheckpointKeys);
   if (!map) return;
   if (auto* v = map->get("signal")) set(checkpoint.signal, read_signal(*v, r));

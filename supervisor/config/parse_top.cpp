@@ -106,6 +106,39 @@ void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report
   }
 }
 
+// preempt: {signal: USR1, deadline: 90s, then: exit|requeue, exit_code: N}
+void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report& r) {
+  preempt.emplace();
+  if (f.null()) return;
+  auto map = read_map(f, r, kPreemptKeys);
+  if (!map) return;
+  if (auto* v = map->get("signal")) {
+    std::optional<int> sig = read_signal(*v, r);
+    // recycler's own: HUP reloads, CHLD reaps; KILL and STOP cannot be caught.
+    if (sig && (*sig == SIGHUP || *sig == SIGCHLD || *sig == SIGKILL || *sig == SIGSTOP))
+      r.error(v->mark(), v->path + ": " + units::signal_name(*sig) +
+                             " cannot be the preemption signal (recycler reloads on SIGHUP, "
+                             "reaps on SIGCHLD, and cannot catch SIGKILL or SIGSTOP); Slurm's "
+                             "usual choice is USR1 (sbatch --signal=B:USR1@90)");
+    else
+      set(preempt->signal, sig);
+  }
+  if (auto* v = map->get("deadline")) {
+    auto d = read_duration(*v, r);
+    if (d && *d == Duration::zero())
+      r.error(v->mark(), v->path +
+                             " must be greater than 0: the time from the signal to the "
+                             "end of the job, as sbatch --signal=B:SIG@T gives it");
+    else
+      set(preempt->deadline, d);
+  }
+  if (auto* v = map->get("then")) set(preempt->then, read_choice(*v, kPreemptThens, r));
+  if (auto* v = map->get("exit_code")) {
+    if (auto code = fields::read_integer(*v, 0, 255, r))
+      preempt->exit_code = static_cast<int>(*code);
+  }
+}
+
 }  // namespace detail
 
 namespace {

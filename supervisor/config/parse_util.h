@@ -149,8 +149,9 @@ inline bool octal_mode(const std::string& text) {
 // ---------------------------------------------------------------------------
 // The keys each map accepts (key_tables() lists them for the docs test)
 
-inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",
-                                                "control", "metrics",     "programs"};
+inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",     "control",
+                                                "metrics", "preempt",     "programs"};
+inline constexpr std::string_view kPreemptKeys[] = {"signal", "deadline", "then", "exit_code"};
 inline constexpr std::string_view kControlKeys[] = {"socket", "mode", "group"};
 inline constexpr std::string_view kGpuKeys[] = {"nvml"};
 inline constexpr std::string_view kMetricsKeys[] = {"listen"};
@@ -282,6 +283,7 @@ void parse_gpu(const Field& f, const fs::path& base, std::optional<GpuConfig>& g
 void parse_control(const Field& f, const fs::path& base, ControlConfig& control,
                    ControlSites& sites, Report& r);
 void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r);
+void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report& r);
 
 // parse_program.cpp: one entry of programs, and its process's settings.
 ProgramConfig parse_program(const std::string& name, const Field& f, const fs::path& base,

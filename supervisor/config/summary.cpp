@@ -118,4 +118,21 @@ std::optional<std::string> describe_request_counting(const config::ProgramConfig
   return fmt::format("{}: {} {}", p.name, counting->name, p.request_source());
 }
 
+std::optional<std::string> describe_preempt(const config::Config& config) {
+  if (!config.preempt) return std::nullopt;
+  const config::PreemptConfig& p = *config.preempt;
+  std::string checkpoints;
+  for (const config::ProgramConfig& program : config.programs)
+    if (program.checkpoints())
+      checkpoints += fmt::format(
+          "{} {} within {}", checkpoints.empty() ? ", checkpoint" : ",", program.name,
+          units::format_duration(config::preempt_checkpoint_window(program, p.deadline)));
+  return fmt::format("preempt: on {}{}, stop every program within {}, then {}exit {}",
+                     units::signal_name(p.signal), checkpoints, units::format_duration(p.deadline),
+                     p.then == config::PreemptThen::Requeue
+                         ? "requeue the job (scontrol requeue $SLURM_JOB_ID) and "
+                         : "",
+                     p.exit_status());
+}
+
 }  // namespace recycler

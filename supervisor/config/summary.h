@@ -22,5 +22,9 @@ std::string describe_program(const config::ProgramConfig& program);
 // socket (NOTIFY_SOCKET); a worker that sends none is never recycled by it:
 // ..." (ProgramConfig::request_source); nullopt for the others.
 std::optional<std::string> describe_request_counting(const config::ProgramConfig& program);
+// "preempt: on SIGUSR1, checkpoint train within 1m, stop every program within
+// 1m30s, then requeue the job (scontrol requeue $SLURM_JOB_ID) and exit 138";
+// nullopt without a preempt: section.
+std::optional<std::string> describe_preempt(const config::Config& config);
 
 }  // namespace recycler

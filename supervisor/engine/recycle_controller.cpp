@@ -546,10 +546,7 @@ void RecycleController::admit(const std::vector<RecycleKey>& keys) {
 bool RecycleController::recycle_asked(unsigned slot, std::string reason) {
   if (slot >= slots_.size() || !running(slot)) return false;
   Decision d;
-  d.action = std::any_of(policies_.begin(), policies_.end(),
-                         [](const policies::Policy* p) { return p->checkpoints(); })
-                 ? Decision::Action::Checkpoint
-                 : Decision::Action::Restart;
+  d.action = program_->checkpoints() ? Decision::Action::Checkpoint : Decision::Action::Restart;
   d.reason = std::move(reason);
   decide(slot, kOperator, std::move(d));
   return true;

@@ -285,6 +285,7 @@ void ProgramMonitor::on_notify(Worker& worker, engine::Generation generation, pi
   if (!slot) return;
   switch (generation) {
     case engine::Generation::Current:
+      if (message.checkpointed) worker.checkpoint_confirmed();
       controller_.notified(slot->index, sender, message);
       if (program_->watchdog_timeout && (message.watchdog || message.iteration))
         watch_silence(*slot);

@@ -9,6 +9,7 @@
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/metrics/exporter.h"
+#include "supervisor/runtime/preempt.h"
 #include "supervisor/runtime/supervisor.h"
 
 namespace recycler {
@@ -82,6 +83,11 @@ void Supervisor::start_up() {
           [this](const config::ProgramConfig& p) {
             Program& program = programs_.at(p.name);
             warn_unenforced(*program.config, *cgroups_);
+            // A requeued Slurm job's trainers resume from what its last run saved.
+            if (auto n = slurm_restart_count(); n && program.config->checkpoints())
+              for (auto& w : program.workers)
+                w->resume_at_next_start(
+                    fmt::format("the Slurm job was requeued (SLURM_RESTART_COUNT={})", *n));
             program.start_workers();
           },
       .cancelled = [this] { return shutting_down_; },
@@ -198,6 +204,10 @@ ReloadOutcome Supervisor::reload() {
   if (!next) return out;
   if (next->control != config_.control)
     log::warn("control: the control socket stays as it is until recycler restarts");
+  if (next->preempt &&
+      std::find(caught_.begin(), caught_.end(), next->preempt->signal) == caught_.end())
+    log::warn("preempt.signal: recycler handles {} only once restarted; until then it is ignored",
+              units::signal_name(next->preempt->signal));
   log::init(next->log.level, next->log.format);
   gpu_.apply(*next);
   metrics_.apply(*next);

@@ -15,6 +15,7 @@
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/metrics/exporter.h"
+#include "supervisor/runtime/preempt.h"
 
 extern char** environ;
 
@@ -56,9 +57,8 @@ std::optional<config::Rlimit> raise_nofile_limit() {
 // Signal handlers for `signums` on `loop`, each with `owner` as its data (as
 // uv::poll does): `handler` finds its owner there, and must return at once
 // when it is null (a closed handle).
-std::vector<uv::Handle<uv_signal_t>> catch_signals(uv_loop_t* loop,
-                                                   std::initializer_list<int> signums, void* owner,
-                                                   uv_signal_cb handler) {
+std::vector<uv::Handle<uv_signal_t>> catch_signals(uv_loop_t* loop, const std::vector<int>& signums,
+                                                   void* owner, uv_signal_cb handler) {
   std::vector<uv::Handle<uv_signal_t>> handles;
   for (int signum : signums) {
     auto* h = new uv_signal_t;
@@ -201,10 +201,16 @@ int Supervisor::run() {
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
-  signals_ =
-      catch_signals(&loop_, {SIGTERM, SIGINT, SIGHUP, SIGCHLD}, this, [](uv_signal_t* s, int sig) {
-        if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
-      });
+  // USR1 and USR2 too: without a handler they would end recycler at once
+  // and leave every worker behind (a scheduler's notice sent to a config
+  // without preempt:, or a reload that adds it).
+  caught_ = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2};
+  if (config_.preempt &&
+      std::find(caught_.begin(), caught_.end(), config_.preempt->signal) == caught_.end())
+    caught_.push_back(config_.preempt->signal);
+  signals_ = catch_signals(&loop_, caught_, this, [](uv_signal_t* s, int sig) {
+    if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
+  });
 
   // Before any cgroup: a second recycler of this config stops here.
   if (!commands_.open(config_, options_.config_path, options_.wrap_mode)) return 1;
@@ -225,9 +231,29 @@ int Supervisor::run() {
   router_.open_runtime_dir();
   gpu_.apply(config_);
 
+  if (config_.preempt && config_.preempt->then == config::PreemptThen::Requeue && !slurm_job_id())
+    log::warn(
+        "preempt.then: requeue, but recycler is not in a Slurm job (no SLURM_JOB_ID): a "
+        "preemption will exit with status {} without a requeue",
+        config_.preempt->exit_status());
   start_up();
   uv_run(&loop_, UV_RUN_DEFAULT);
+  if (requeue_) {
+    // Every worker has stopped: the job goes back to Slurm's queue, and its
+    // next run starts recycler again, whose trainers resume from their checkpoints.
+    std::string why = requeue_slurm_job(slurm_job_id(), kRequeueTimeout);
+    if (why.empty())
+      log::info("preempt: requeued Slurm job {}", *slurm_job_id());
+    else
+      log::error("preempt: cannot requeue the job: {}", why);
+  }
   return exit_code_;
+}
+
+std::optional<std::string> Supervisor::slurm_job_id() {
+  const char* id = std::getenv("SLURM_JOB_ID");
+  if (!id || !*id) return std::nullopt;
+  return std::string(id);
 }
 
 void Supervisor::start_watchdog() {
@@ -263,6 +289,7 @@ void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
 }
 
 void Supervisor::on_signal(int signum) {
+  if (config_.preempt && config_.preempt->signal == signum) return preempt();
   switch (signum) {
     case SIGCHLD:
       processes_.reap_children();
@@ -289,10 +316,49 @@ void Supervisor::on_signal(int signum) {
         shutdown(130, true);
       }
       break;
+    default:  // USR1, USR2, or a preempt.signal a reload has removed
+      log::warn(
+          "{}: ignored (the config has no preempt: section for it; see "
+          "docs/configuration.md#preempt)",
+          units::signal_name(signum));
+      break;
   }
 }
 
-void Supervisor::shutdown(int exit_code, bool force) {
+void Supervisor::preempt() {
+  const config::PreemptConfig& p = *config_.preempt;
+  std::string sig = units::signal_name(p.signal);
+  if (preempting_) return log::info("{} again: the preemption goes on", sig);
+  if (shutting_down_)
+    return log::warn("{}: every program is stopping already; not preempting", sig);
+  preempting_ = true;
+  std::string checkpointing;
+  for (const auto& [name, program] : programs_)
+    if (program.config && program.config->checkpoints())
+      checkpointing += fmt::format(
+          "{}{} within {}", checkpointing.empty() ? "checkpointing " : ", ", name,
+          units::format_duration(config::preempt_checkpoint_window(*program.config, p.deadline)));
+  std::string then = p.then == config::PreemptThen::Requeue
+                         ? fmt::format("requeue the job and exit {}", p.exit_status())
+                         : fmt::format("exit {}", p.exit_status());
+  log::event(Level::Warn, "preempt",
+             fmt::format("{}: preempted; {}stopping every program within {}, then {}", sig,
+                         checkpointing.empty() ? "no program checkpoints; " : checkpointing + "; ",
+                         units::format_duration(p.deadline), then),
+             {{"signal", sig},
+              {"deadline_s", static_cast<double>(p.deadline.count()) / 1000.0},
+              {"then", std::string(config::to_string(p.then))},
+              {"exit_code", p.exit_status()}});
+  requeue_ = p.then == config::PreemptThen::Requeue;
+  // The scheduler's SIGKILL comes at the deadline: whatever still runs goes first.
+  preempt_deadline_ = timers_.after(p.deadline, [this, d = p.deadline] {
+    log::warn("preempt: {} passed; killing every worker still running", units::format_duration(d));
+    shutdown(exit_code_, true);
+  });
+  shutdown(p.exit_status(), false, p.deadline);
+}
+
+void Supervisor::shutdown(int exit_code, bool force, std::optional<Duration> preempt_deadline) {
   bool first = !shutting_down_;
   shutting_down_ = true;
   exit_code_ = exit_code;
@@ -318,6 +384,8 @@ void Supervisor::shutdown(int exit_code, bool force) {
       };
       if (force)
         w->kill(one_stopped);
+      else if (preempt_deadline)
+        w->stop(one_stopped, config::preempt_checkpoint_window(w->program(), *preempt_deadline));
       else
         w->stop(one_stopped);
     }
@@ -325,6 +393,7 @@ void Supervisor::shutdown(int exit_code, bool force) {
 }
 
 void Supervisor::finish_shutdown() {
+  preempt_deadline_.reset();
   for (auto& [name, program] : programs_) {
     clear_workers(program);
     cgroups_->remove_program(name);

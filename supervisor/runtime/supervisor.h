@@ -2,6 +2,10 @@
 // programs and their worker slots, and reacts to signals:
 //   SIGTERM/SIGINT  stop every worker in parallel, remove their cgroups, exit 0
 //   second SIGINT   kill every worker at once
+//   preempt.signal  (config `preempt:`; USR1, say, or TERM itself) checkpoint
+//                   the programs that checkpoint, stop every worker by
+//                   preempt.deadline, exit preempt.exit_code (requeue first
+//                   with then: requeue; preempt.h)
 //   SIGHUP          reload the config file: unchanged programs keep running,
 //                   changed ones restart, removed ones stop, new ones start;
 //                   an invalid file is reported and the old config stays
@@ -98,7 +102,13 @@ class Supervisor {
   // restarted, the removed stopped, the new started.
   void reload_programs(const config::Config& next, ReloadOutcome& out);
 
-  void shutdown(int exit_code, bool force);
+  // `preempt_deadline`: a preemption's (config `preempt:`): each worker's
+  // checkpoint gets preempt_checkpoint_window() of it.
+  void shutdown(int exit_code, bool force, std::optional<Duration> preempt_deadline = std::nullopt);
+  // The preemption signal: checkpoint, stop every program by the deadline,
+  // then exit (and requeue the Slurm job) with preempt.exit_code.
+  void preempt();
+  static std::optional<std::string> slurm_job_id();
   void finish_shutdown();
   void schedule_finished_check();
   void check_finished();
@@ -142,6 +152,10 @@ class Supervisor {
   bool shutting_down_ = false;
   bool forced_ = false;
   int exit_code_ = 0;
+  std::vector<int> caught_;  // the signals handled, from start-up on (signals_)
+  bool preempting_ = false;
+  bool requeue_ = false;  // after the loop: scontrol requeue (preempt.then: requeue)
+  std::unique_ptr<Timer> preempt_deadline_;
 };
 
 // Tells systemd (Type=notify) about recycler itself, when NOTIFY_SOCKET is set.

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <utility>
 
 #include "policies/base/units.h"
@@ -91,6 +92,11 @@ std::optional<pid_t> Worker::pid() const {
   return std::nullopt;
 }
 
+namespace {
+// The cause a start after a stop's checkpoint carries.
+const RecycleCause kStopCheckpoint{"it checkpointed as it was stopped", true};
+}  // namespace
+
 void Worker::set_state(WorkerState s) {
   state_ = s;
   // Single processes signalled are watched no longer: nothing of the slot runs.
@@ -114,6 +120,8 @@ void Worker::spawn() {
   main_.oom_kills_at_start = main_.cgroup->oom_kills();
 
   std::optional<RecycleCause> cause = record_.take_start_cause();
+  if (!cause) cause = std::move(resume_cause_);
+  resume_cause_.reset();
   if (!after_exit_.stopping_for_good()) after_exit_ = {};
   main_.started = ctx_.timers.now();
   Result<std::unique_ptr<Process>> started = launch(main_.generation, cause, *main_.cgroup);
@@ -178,6 +186,8 @@ void Worker::on_exit(ExitStatus status) {
   }
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
   timer_.reset();  // the stop timeout, if any
+  // Asked to checkpoint as it stops, it saved and exited: that is a checkpoint.
+  if (phase_ == StopPhase::StopCheckpoint && status.success()) resume_cause_ = kStopCheckpoint;
   phase_ = StopPhase::None;
   ExitReport report = describe_exit(slot_, {.pid = main_.process ? main_.process->pid() : 0,
                                             .generation = main_.generation,
@@ -258,7 +268,7 @@ void Worker::schedule_restart(bool failed_start) {
   timer_ = ctx_.timers.after(next.delay, [this] { spawn(); });
 }
 
-void Worker::stop(std::function<void()> done) {
+void Worker::stop(std::function<void()> done, std::optional<Duration> checkpoint_within) {
   if (surge_.active()) end_surge(false);
   switch (state_) {
     case WorkerState::Stopped:
@@ -284,6 +294,7 @@ void Worker::stop(std::function<void()> done) {
   }
   after_exit_.enter_stop();
   if (done) stop_done_.push_back(std::move(done));
+  if (checkpoint_before_stop(checkpoint_within)) return;
   const config::StopConfig& s = program().stop;
   log::event(Level::Info, "stop",
              fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name(),
@@ -291,6 +302,49 @@ void Worker::stop(std::function<void()> done) {
                          // without a cgroup (the fallback), its process session
                          main_.cgroup->enforcing() ? "its cgroup" : "its processes",
                          format_duration(s.timeout)),
+             {{"program", program().name}, {"slot", slot()}, {"pid", main_.process->pid()}});
+  send_stop_signal(StopPhase::StopSigterm);
+}
+
+bool Worker::checkpoint_before_stop(std::optional<Duration> within) {
+  const config::ProgramConfig& p = program();
+  Duration window = within.value_or(p.checkpoint.timeout);
+  if (!p.checkpoints() || window <= Duration{0} || !main_.process) return false;
+  pid_t pid = main_.process->pid();
+  // A recycle's checkpoint under way is the one the stop waits for.
+  if (phase_ != StopPhase::Checkpointing && !main_.process->signal(p.checkpoint.signal)) {
+    log::warn("{}: cannot ask pid {} to checkpoint before it stops ({}); stopping it without one",
+              name(), pid, std::strerror(errno));
+    return false;
+  }
+  resume_cause_.reset();
+  phase_ = StopPhase::StopCheckpoint;
+  set_state(WorkerState::Stopping);
+  log::event(Level::Info, "stop",
+             fmt::format("{} stopping: asked to checkpoint first ({} to pid {}); {} once it "
+                         "confirms (RECYCLER_CHECKPOINTED=1), at most {} from now",
+                         name(), units::signal_name(p.checkpoint.signal), pid,
+                         units::signal_name(p.stop.signal), format_duration(window)),
+             {{"program", p.name},
+              {"slot", slot()},
+              {"pid", pid},
+              {"checkpoint_signal", units::signal_name(p.checkpoint.signal)},
+              {"checkpoint_timeout_s", static_cast<double>(window.count()) / 1000.0}});
+  timer_ = ctx_.timers.after(window, [this, window] {
+    log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", name(),
+              format_duration(window));
+    send_stop_signal(StopPhase::StopSigterm);
+  });
+  return true;
+}
+
+void Worker::checkpoint_confirmed() {
+  if (phase_ != StopPhase::StopCheckpoint || !main_.process) return;
+  timer_.reset();
+  resume_cause_ = kStopCheckpoint;
+  log::event(Level::Info, "checkpointed",
+             fmt::format("{} checkpointed before its stop; {} to pid {}", name(),
+                         units::signal_name(program().stop.signal), main_.process->pid()),
              {{"program", program().name}, {"slot", slot()}, {"pid", main_.process->pid()}});
   send_stop_signal(StopPhase::StopSigterm);
 }

@@ -55,6 +55,8 @@ const char* to_string(WorkerState state);
 //   running:  none -> checkpointing (the checkpoint signal; a clean exit now
 //             ends a recycle, not the program)
 //   stopping: recycling (the stop signal: drain, then the replacement starts)
+//             stop-checkpoint (a program that checkpoints: the checkpoint
+//               signal, then stop-sigterm once it confirms or the window ends)
 //             stop-sigterm (the stop signal: then stopped for good)
 //             stop-sigkill (stop.timeout passed, or kill(): SIGKILL to the cgroup)
 //
@@ -63,11 +65,20 @@ const char* to_string(WorkerState state);
 //
 // A stop asked during a recycle turns recycling into stop-sigterm; one asked
 // during a surge stops the next generation at once.
-enum class StopPhase { None, Checkpointing, Recycling, StopSigterm, StopSigkill, Surging };
+enum class StopPhase {
+  None,
+  Checkpointing,
+  Recycling,
+  StopCheckpoint,
+  StopSigterm,
+  StopSigkill,
+  Surging
+};
 inline constexpr EnumName<StopPhase> kStopPhaseNames[] = {
     {StopPhase::None, "none"},
     {StopPhase::Checkpointing, "checkpointing"},
     {StopPhase::Recycling, "recycling"},
+    {StopPhase::StopCheckpoint, "stop-checkpoint"},
     {StopPhase::StopSigterm, "stop-sigterm"},
     {StopPhase::StopSigkill, "stop-sigkill"},
     {StopPhase::Surging, "surging"}};
@@ -132,7 +143,20 @@ class Worker final {
   // Graceful stop: the program's stop signal to the main process, then SIGKILL
   // to everything in the cgroup after stop.timeout. `done` runs once the slot
   // is stopped and its cgroup empty (at once if it is not running).
-  void stop(std::function<void()> done);
+  // A running program that checkpoints (ProgramConfig::checkpoints) is asked
+  // to first: its checkpoint signal, then the stop signal once it confirms
+  // (checkpoint_confirmed) or `checkpoint_within` has passed (default:
+  // checkpoint.timeout; zero: no checkpoint); its exit meanwhile ends the
+  // stop. A start after a confirmed one resumes (RECYCLER_RESUME=1).
+  void stop(std::function<void()> done, std::optional<Duration> checkpoint_within = std::nullopt);
+  // RECYCLER_CHECKPOINTED=1 from the worker: a stop waiting for it goes on.
+  void checkpoint_confirmed();
+  // The next start resumes (RECYCLER_RESUME=1, RECYCLER_RECYCLE_REASON
+  // `reason`) from a checkpoint an earlier life left: a Slurm job's run
+  // after a requeue. Not a recycle.
+  void resume_at_next_start(std::string reason) {
+    resume_cause_ = RecycleCause{std::move(reason), true};
+  }
   // Kills every process of the slot now and stops it.
   void kill(std::function<void()> done);
   // Recycles a running worker: the stop signal, SIGKILL to its cgroup after
@@ -210,6 +234,8 @@ class Worker final {
   void schedule_restart(bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
+  // The stop's checkpoint: false when there is none to ask for.
+  bool checkpoint_before_stop(std::optional<Duration> within);
 
   WorkerServices& ctx_;
   WorkerObserver* observer_ = nullptr;
@@ -225,6 +251,9 @@ class Worker final {
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;
+  // A stop's checkpoint was confirmed (or resume_at_next_start): the next
+  // start resumes from it.
+  std::optional<RecycleCause> resume_cause_;
 };
 
 }  // namespace recycler

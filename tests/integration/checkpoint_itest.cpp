@@ -134,6 +134,108 @@ TEST(Checkpoint, ARestartPolicyOvertakesACheckpointUnderWay) {
   ASSERT_TRUE(r.wait_for("started resume=0 reason=anon", scaled(20s)));
 }
 
+// A shell worker that says how it started, with `traps` set, then sleeps
+// until it is killed (each trap that does not exit returns it to its wait).
+std::string sleeper(const std::string& traps) {
+  return R"(command: ["/bin/sh", "-c", ")" + traps +
+         R"(; echo \"started resume=${RECYCLER_RESUME:-0} reason=${RECYCLER_RECYCLE_REASON:-none}\"; sleep 1000 & while :; do wait; done"])";
+}
+
+// recycler's SIGTERM (systemd's stop, a pod's deletion) asks each program
+// that checkpoints for one before it stops it; the others stop as ever; an
+// exit meanwhile is not restarted. A USR2 (or USR1) with no preempt:
+// section is logged and ignored: it used to end recycler and strand its workers.
+TEST(Checkpoint, SigtermAsksEveryProgramThatCheckpointsForOneBeforeItStops) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "c.yaml", config_yaml(sb, "  ck:\n    " + sleeper("trap 'echo saving; exit 0' USR1") +
+                                    R"(
+    checkpoint: {timeout: 30s}
+    restart: {mode: always}
+  plain:
+    command: ["sleep", "1000"]
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("] started: pid", 2, scaled(10s)));
+  ASSERT_TRUE(r.wait_for_count("started resume=0 reason=none", 1, scaled(10s)));
+  r.signal(SIGUSR2);
+  ASSERT_TRUE(r.wait_for("SIGUSR2: ignored (the config has no preempt: section"));
+  EXPECT_FALSE(r.wait_exit(0ms).has_value()) << r.output();
+  r.signal(SIGTERM);
+  ASSERT_TRUE(r.wait_for("ck[0] stopping: asked to checkpoint first (SIGUSR1 to pid"));
+  ASSERT_TRUE(r.wait_for("saving"));
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0) << r.output();
+  EXPECT_EQ(r.count("plain[0] stopping: SIGTERM to pid"), 1u) << r.output();
+  EXPECT_EQ(r.count("ck[0] started: pid"), 1u) << "its exit while it stops is not restarted\n"
+                                               << r.output();
+  EXPECT_EQ(r.count("has not confirmed"), 0u) << r.output();
+}
+
+// An operator's restart and recycle of a program with a bare checkpoint:
+// section: each asks for a checkpoint first, and the next start resumes.
+TEST(Checkpoint, AnOperatorsRestartOrRecycleCheckpointsAndTheNextStartResumes) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "c.yaml", config_yaml(sb, "  ck:\n    " + sleeper("trap 'echo saving; exit 0' USR1") +
+                                    "\n    checkpoint:\n"));
+  const std::string socket = sb.tmp() + "/control.sock";
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("started resume=0 reason=none", scaled(10s)));
+  Cli restart = cli({"restart", "--socket", socket, "ck"});
+  EXPECT_EQ(restart.code, 0) << restart.out << restart.err;
+  ASSERT_TRUE(r.wait_for("ck[0] stopping: asked to checkpoint first (SIGUSR1 to pid"));
+  ASSERT_TRUE(r.wait_for("started resume=1 reason=it checkpointed as it was stopped", scaled(10s)))
+      << r.output();
+  Cli recycle = cli({"recycle", "--socket", socket, "ck"});
+  EXPECT_EQ(recycle.code, 0) << recycle.out << recycle.err;
+  ASSERT_TRUE(r.wait_for("ck[0] asked to checkpoint: SIGUSR1"));
+  ASSERT_TRUE(r.wait_for("started resume=1 reason=asked by recycler recycle", scaled(10s)))
+      << r.output();
+}
+
+// preempt: the scheduler's signal (Slurm's --signal=B:USR1@T) checkpoints
+// what checkpoints, stops everything, and recycler exits with exit_code by
+// the deadline, whatever its workers do: this one neither confirms its
+// checkpoint nor stops on SIGTERM.
+TEST(Preempt, EverythingIsStoppedByTheDeadlineAndRecyclerExitsWithItsCode) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "c.yaml",
+      config_yaml(
+          sb, "  ck:\n    " + sleeper("trap 'echo got usr1' USR1; trap 'echo got term' TERM") + R"(
+    checkpoint: {timeout: 60s}
+    stop: {timeout: 30s}
+  plain:
+    command: ["sleep", "1000"]
+)",
+          "preempt: {signal: USR1, deadline: 3s, exit_code: 75}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("] started: pid", 2, scaled(10s)));
+  ASSERT_TRUE(r.wait_for_count("started resume=0 reason=none", 1, scaled(10s)));
+  auto signalled = std::chrono::steady_clock::now();
+  r.signal(SIGUSR1);
+  auto line = r.wait_for("SIGUSR1: preempted; ");
+  ASSERT_TRUE(line) << r.output();
+  // stop.timeout leaves it less than half the deadline: it gets the half.
+  EXPECT_THAT(*line, HasSubstr("checkpointing ck within 1.5s; stopping every program within 3s, "
+                               "then exit 75"));
+  ASSERT_TRUE(r.wait_for("got usr1"));
+  ASSERT_TRUE(
+      r.wait_for("ck[0] has not confirmed its checkpoint after 1.5s; stopping it "
+                 "without one",
+                 scaled(5s)));
+  ASSERT_TRUE(r.wait_for("got term"));
+  ASSERT_TRUE(r.wait_for("preempt: 3s passed; killing every worker still running", scaled(5s)));
+  EXPECT_EQ(r.exit_code(scaled(10s)), 75) << r.output();
+  auto took = std::chrono::steady_clock::now() - signalled;
+  EXPECT_GE(took, 3s);
+  EXPECT_LT(took, 3s + scaled(2s)) << "the deadline holds";
+  EXPECT_EQ(r.count("started: pid"), 2u) << "nothing restarts while preempted\n" << r.output();
+}
+
 // Lines of a file.
 std::vector<std::string> file_lines(const std::string& path) {
   std::vector<std::string> out;

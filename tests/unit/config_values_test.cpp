@@ -536,6 +536,31 @@ TEST(Checkpoint, KeysAreRead) {
   EXPECT_EQ(p.checkpoint.on_timeout, config::CheckpointTimeout::Wait);
 }
 
+// Who is asked to checkpoint before a stop or an operator's recycle: a
+// program with a checkpoint: section (bare or not), or with a policy whose
+// action is checkpoint; not one with neither.
+TEST(Checkpoint, ASectionOrACheckpointingPolicyMakesAProgramCheckpoint) {
+  EXPECT_FALSE(program("programs: {t: {command: [/bin/true]}}\n").checkpoints());
+  EXPECT_TRUE(program("programs: {t: {command: [/bin/true], checkpoint: {}}}\n").checkpoints());
+  EXPECT_TRUE(
+      program("programs:\n  t:\n    command: [/bin/true]\n    checkpoint:\n").checkpoints());
+  EXPECT_TRUE(program(R"(programs:
+  t:
+    command: [/bin/true]
+    limits: {memory_max: 1GiB}
+    policies:
+      - memory: {limit: 90%, action: checkpoint}
+)")
+                  .checkpoints());
+  EXPECT_FALSE(program(R"(programs:
+  t:
+    command: [/bin/true]
+    policies:
+      - max_lifetime: {after: 1h}
+)")
+                   .checkpoints());
+}
+
 TEST(Checkpoint, BadValuesAreErrorsWithTheirPosition) {
   EXPECT_THAT(errors(R"(programs:
   train:

@@ -1049,6 +1049,30 @@ TEST_F(CheckpointTest, AnOperatorRecycleAsksForACheckpointWhereAPolicyWould) {
   EXPECT_TRUE(all<RecycleWorker>().empty());
 }
 
+// A checkpoint: section alone (a trainer whose policies only restart, or
+// none at all) is enough: an operator's recycle is one it must not lose work to.
+TEST_F(CheckpointTest, AnOperatorRecycleAsksForACheckpointOfAProgramWithACheckpointSection) {
+  commands.clear();
+  make("    checkpoint: {signal: USR2, timeout: 60s}\n");
+  start();
+  EXPECT_TRUE(controller->recycle_asked(0, "asked by recycler recycle"));
+  take();
+  auto asks = all<AskCheckpoint>();
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].signal, SIGUSR2);
+  EXPECT_TRUE(all<RecycleWorker>().empty());
+}
+
+TEST_F(CheckpointTest, AnOperatorRecycleOfAProgramWithoutCheckpointsRestartsIt) {
+  commands.clear();
+  make("    policies:\n      - memory: {limit: 500MiB}\n");
+  start();
+  EXPECT_TRUE(controller->recycle_asked(0, "asked by recycler recycle"));
+  take();
+  EXPECT_TRUE(all<AskCheckpoint>().empty());
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+}
+
 // ---- a request-counting policy that can never see a request ----
 
 class UnseenRequestsTest : public ControllerTest {

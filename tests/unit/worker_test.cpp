@@ -695,6 +695,101 @@ TEST_F(StopPhaseTest, DyingOfTheCheckpointSignalEndsTheRecycleAndResumes) {
   EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
 }
 
+// A program that checkpoints is asked to before any stop an operator or a
+// scheduler gives (recycler's SIGTERM, `recycler stop`, a preemption): the
+// checkpoint signal, the stop signal once it confirms, and a start after it
+// resumes.
+TEST_F(StopPhaseTest, AStopOfAProgramThatCheckpointsAsksForOneFirst) {
+  program.checkpoint.given = true;
+  program.checkpoint.timeout = 30s;
+  Worker& w = make();
+  w.start();
+  bool stopped = false;
+  w.stop([&] { stopped = true; });
+  EXPECT_EQ(w.state(), WorkerState::Stopping);
+  EXPECT_EQ(w.phase(), StopPhase::StopCheckpoint);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1));
+  EXPECT_TRUE(
+      log.contains("api[0] stopping: asked to checkpoint first (SIGUSR1 to pid 1000); "
+                   "SIGTERM once it confirms (RECYCLER_CHECKPOINTED=1), at most 30s"))
+      << log.all();
+  timers.advance(10s);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1)) << "it waits for the checkpoint";
+  w.checkpoint_confirmed();
+  EXPECT_EQ(w.phase(), StopPhase::StopSigterm);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1, SIGTERM));
+  launcher.exit_last(killed(SIGTERM));
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  EXPECT_EQ(w.record().crashes(), 0u);
+  w.start();
+  ASSERT_EQ(launcher.launched.size(), 2u);
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+  EXPECT_EQ(w.record().recycles(), 0u) << "a stop and a start are not a recycle";
+}
+
+// A checkpoint that does not come within the window never holds the stop:
+// the stop signal at its end, then SIGKILL after stop.timeout as ever; no
+// resume.
+TEST_F(StopPhaseTest, AStopCheckpointThatDoesNotComeEndsWithTheWindow) {
+  program.checkpoint.given = true;
+  program.checkpoint.timeout = 30s;
+  program.stop.timeout = 5s;
+  Worker& w = make();
+  w.start();
+  w.stop(nullptr, 4s);
+  timers.advance(4s - 1ms);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1));
+  timers.advance(1ms);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1, SIGTERM));
+  EXPECT_TRUE(
+      log.contains("api[0] has not confirmed its checkpoint after 4s; stopping it "
+                   "without one"));
+  timers.advance(5s);
+  EXPECT_EQ(cg->kill_all_calls, 1);
+  launcher.exit_last(killed(SIGKILL));
+  EXPECT_EQ(w.state(), WorkerState::Stopped);
+  w.start();
+  EXPECT_FALSE(has_var(launcher.last().spec.env, "RECYCLER_RESUME"));
+}
+
+// A trainer that saves and exits on the checkpoint signal (the usual Slurm
+// handler) has checkpointed; its exit ends the stop, not a crash.
+TEST_F(StopPhaseTest, ACleanExitDuringAStopCheckpointIsTheCheckpoint) {
+  program.checkpoint.given = true;
+  program.restart.mode = config::RestartMode::Always;
+  Worker& w = make();
+  w.start();
+  w.stop(nullptr);
+  launcher.exit_last(exited(0));
+  EXPECT_EQ(w.state(), WorkerState::Stopped) << "while stopping, an exit is not restarted";
+  EXPECT_EQ(launcher.launched.size(), 1u);
+  w.start();
+  EXPECT_THAT(launcher.last().spec.env, Contains("RECYCLER_RESUME=1"));
+}
+
+TEST_F(StopPhaseTest, NoCheckpointBeforeAStopWithoutOneOrWithAZeroWindowOrAKill) {
+  Worker& w = make();
+  w.start();
+  w.stop(nullptr);
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM)) << "the program does not checkpoint";
+  launcher.exit_last(killed(SIGTERM));
+
+  program.checkpoint.given = true;
+  Worker& c = make();
+  c.start();
+  c.stop(nullptr, Duration{0});
+  EXPECT_THAT(launcher.last().signals, ElementsAre(SIGTERM));
+  launcher.exit_last(killed(SIGTERM));
+
+  Worker& k = make();
+  k.start();
+  k.stop(nullptr);
+  k.kill(nullptr);
+  EXPECT_EQ(k.phase(), StopPhase::StopSigkill);
+  EXPECT_EQ(timers.pending(), 0u) << "the checkpoint window is over too";
+}
+
 TEST_F(StopPhaseTest, ACheckpointOfAWorkerNotRunningFails) {
   Worker& w = make();
   EXPECT_EQ(w.checkpoint(SIGUSR1, {}), ESRCH);
