@@ -29,48 +29,12 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Ran {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
-// `argv` (searched on PATH) run to its end, at most `timeout`.
-Ran run(const std::vector<std::string>& argv, Millis timeout = 30s) {
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return {};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipefd[1], 1);
-    ::dup2(pipefd[1], 2);
-    std::vector<char*> a;
-    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    ::execvp(a[0], a.data());
-    ::_exit(127);
-  }
-  ::close(pipefd[1]);
-  UniqueFd out(pipefd[0]);
-  Ran r;
-  r.out = read_until_eof(out.get(), timeout);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+Ran run(const std::vector<std::string>& argv) {
+  return run_command(argv);
 }
 
 bool on_path(const std::string& tool) {
   return run({"sh", "-c", "command -v " + tool}).code == 0;
-}
-
-// Polls `check` every 50 ms until it holds or `timeout` passes: for the state
-// of daemons and jobs, which say nothing when it changes.
-bool eventually(const std::function<bool()>& check, Millis timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!check()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
 }
 
 pid_t pid_in(const std::string& file) {

@@ -589,6 +589,38 @@ Child spawn_cli(const std::vector<std::string>& args) {
   return {pid, UniqueFd(out[0]), UniqueFd(err[0])};
 }
 
+Ran run_command(const std::vector<std::string>& argv, Millis timeout) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    std::vector<char*> a;
+    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execvp(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  UniqueFd out(pipefd[0]);
+  Ran r;
+  r.out = read_until_eof(out.get(), timeout);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+bool eventually(const std::function<bool()>& check, Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!check()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
 std::string read_until_eof(int fd, Millis timeout) {
   std::string s;
   auto deadline = std::chrono::steady_clock::now() + timeout;

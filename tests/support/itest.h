@@ -261,6 +261,20 @@ Child spawn_cli(const std::vector<std::string>& args);
 // Reads `fd` until EOF or the deadline.
 std::string read_until_eof(int fd, Millis timeout);
 
+// Any program (`argv[0]` searched on PATH) run to its end, its output read
+// for at most `timeout`: its exit code (128 + N when killed by signal N) and
+// its stdout and stderr together.
+struct Ran {
+  int code = -1;
+  std::string out;
+};
+Ran run_command(const std::vector<std::string>& argv, Millis timeout = 30s);
+
+// Polls `check` every 50 ms until it holds or `timeout` has passed: for the
+// state of what says nothing when it changes (a daemon's, a file another
+// program writes); false on timeout.
+bool eventually(const std::function<bool()>& check, Millis timeout);
+
 // A raw client of a unix stream socket; an empty fd when it cannot connect.
 UniqueFd connect_unix(const std::string& path);
 
