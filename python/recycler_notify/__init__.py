@@ -36,6 +36,12 @@ PYTHONPATH=<checkout>/python. Two submodules go with it:
 recycler_notify.trainer (checkpoint-and-restart for a training loop) and
 recycler_notify.gunicorn (hooks for a gunicorn config file).
 
+Importing it also arms recycler's `diagnose:` signal where the program has
+one (RECYCLER_DIAGNOSE_SIGNAL in the environment): on it, faulthandler writes
+every thread's Python stack to stderr, which recycler logs before it recycles
+a hung or leaking worker. It is written from the signal handler itself, so a
+main thread stuck in a lock or a C call still shows where.
+
 Every call is a no-op when NOTIFY_SOCKET is unset and none ever raises: a
 supervisor that went away must not break a request. Each returns True when the
 message was sent. Lifecycle messages wait at most a second for room in the
@@ -69,6 +75,7 @@ workers do) serves none past its limit, however fast requests come. A
 recycler that does not answer leaves the batching above as it was.
 """
 
+import faulthandler
 import os
 import select
 import socket
@@ -414,6 +421,21 @@ def _send_requests(n, now):
     if at_limit and sock is not None:
         _read_answers(sock, LIMIT_WAIT_SECONDS, until_seen=True)
     return True
+
+
+def _arm_diagnose_signal():
+    """faulthandler on RECYCLER_DIAGNOSE_SIGNAL (recycler's diagnose.signal), if set."""
+    value = os.environ.get("RECYCLER_DIAGNOSE_SIGNAL", "")
+    if not value.isdigit():
+        return False
+    try:
+        faulthandler.register(int(value), all_threads=True, chain=False)
+    except (ValueError, RuntimeError, OSError):
+        return False
+    return True
+
+
+_arm_diagnose_signal()
 
 
 def _main(argv):

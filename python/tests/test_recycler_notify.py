@@ -227,6 +227,31 @@ class TrainerTest(SupervisedTest):
             self.assertEqual(trainer.recycle_reason(), "leak: anon 400MiB")
 
 
+class DiagnoseSignalTest(unittest.TestCase):
+    """recycler's diagnose.signal: every thread's stack on stderr, from a child
+    that is busy in a call when the signal comes."""
+
+    def test_the_signal_dumps_every_threads_stack(self):
+        code = ("import os, signal, sys, time\n"
+                "import recycler_notify\n"
+                "def busy_in_a_call():\n"
+                "    os.kill(os.getpid(), signal.SIGUSR2)\n"
+                "    time.sleep(0.2)\n"
+                "busy_in_a_call()\n"
+                "print('still running', flush=True)\n")
+        env = dict(os.environ, RECYCLER_DIAGNOSE_SIGNAL=str(int(signal.SIGUSR2)),
+                   PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("in busy_in_a_call", done.stderr)
+        self.assertIn("still running", done.stdout)
+
+    def test_without_the_variable_nothing_is_armed(self):
+        with unittest.mock.patch.dict(os.environ, {"RECYCLER_DIAGNOSE_SIGNAL": ""}):
+            self.assertFalse(recycler_notify._arm_diagnose_signal())
+
+
 class GunicornHooksTest(unittest.TestCase):
     def test_the_hooks_leave_what_is_not_gunicorns_alone(self):
         hooks = recycler_notify.gunicorn

@@ -137,6 +137,22 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// `diagnose:`: evidence of why, gathered before a worker is recycled by one
+// of `policies` (by default a hang, the watchdog, or a leak): `signal` to its
+// main process (the Python helper dumps every thread's stack on it:
+// RECYCLER_DIAGNOSE_SIGNAL), then `command` with RECYCLER_PID (the main
+// process) in its environment, as the program's user, for at most `timeout`
+// and `max_output` bytes of output; the output is logged, and kept next to the
+// timeline (DIR/PROGRAM.SLOT.diagnose.GENERATION.txt) when there is one.
+struct DiagnoseConfig {
+  std::optional<int> signal;
+  std::vector<std::string> command;  // argv; a YAML string runs under /bin/sh -c
+  Duration timeout = 30s;
+  uint64_t max_output = 1 << 20;
+  std::vector<std::string> policies{"watchdog", "leak"};
+  bool operator==(const DiagnoseConfig&) const = default;
+};
+
 // Per-worker memory timelines: every Sample as a CSV row in
 // DIR/PROGRAM.SLOT.csv, events in DIR/PROGRAM.SLOT.events.csv; a file over
 // max_size, and the samples file at each new run, is rotated to .1 (.1 to
@@ -248,6 +264,7 @@ struct ProgramConfig {
   // systemd gives them; the watchdog policy itself is in `policies`.
   std::optional<Duration> watchdog_timeout;
   CheckpointConfig checkpoint;
+  std::optional<DiagnoseConfig> diagnose;
   std::optional<TimelineConfig> timeline;
   std::vector<ListenSocket> listen;
   RecycleConfig recycle;

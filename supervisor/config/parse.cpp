@@ -227,6 +227,7 @@ std::vector<KeyTable> key_tables() {
           {"programs.*.restart.crash_loop", kCrashLoopKeys},
           {"programs.*.requests", kRequestsKeys},
           {"programs.*.checkpoint", kCheckpointKeys},
+          {"programs.*.diagnose", kDiagnoseKeys},
           {"programs.*.timeline", kTimelineKeys},
           {"programs.*.listen[]", kListenKeys},
           {"programs.*.recycle", kRecycleKeys}};

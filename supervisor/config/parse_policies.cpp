@@ -166,6 +166,61 @@ void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
     set(checkpoint.on_timeout, read_choice(*v, kCheckpointTimeouts, r));
 }
 
+// diagnose: {signal: USR2, command: "gdb -p $RECYCLER_PID ...", timeout: 30s,
+//            max_output: 1MiB, policies: [watchdog, leak]}
+void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Report& r) {
+  auto map = read_map(f, r, kDiagnoseKeys);
+  if (!map) return;
+  DiagnoseConfig d;
+  if (auto* v = map->get("signal")) d.signal = read_signal(*v, r);
+  if (auto* v = map->get("command")) {
+    if (v->value.IsScalar()) {
+      if (v->value.Scalar().empty()) r.error(v->mark(), v->path + " must not be empty");
+      d.command = {"/bin/sh", "-c", v->value.Scalar()};
+    } else if (!v->value.IsSequence() || v->value.size() == 0) {
+      r.error(v->mark(), v->path + " must be a string or a non-empty list");
+    } else {
+      for (size_t i = 0; i < v->value.size(); ++i) {
+        Field arg = v->item(i, v->value[i]);
+        auto text = read_scalar(arg, "a string", r);
+        if (text && i == 0 && text->empty()) r.error(arg.mark(), arg.path + " must not be empty");
+        if (text) d.command.push_back(*text);
+      }
+    }
+  }
+  if (auto* v = map->get("timeout")) {
+    auto t = read_duration(*v, r);
+    if (t && *t == Duration::zero())
+      r.error(v->mark(), v->path + " must be greater than 0");
+    else
+      set(d.timeout, t);
+  }
+  if (auto* v = map->get("max_output")) {
+    auto size = read_size(*v, r);
+    if (size && (*size < 1024 || *size > (64u << 20)))
+      r.error(v->mark(), v->path + ": " + format_size(*size) + " is out of range (1KiB to 64MiB)");
+    else
+      set(d.max_output, size);
+  }
+  if (auto* v = map->get("policies")) {
+    d.policies.clear();
+    if (!v->value.IsSequence() || v->value.size() == 0)
+      r.error(v->mark(), v->path + " must be a non-empty list of policy names");
+    for (size_t i = 0; v->value.IsSequence() && i < v->value.size(); ++i) {
+      Field item = v->item(i, v->value[i]);
+      auto name = read_scalar(item, "a policy name", r);
+      if (!name) continue;
+      if (!policies::Registry::instance().find(*name))
+        r.error(item.mark(), item.path + ": " + unknown_policy(*name));
+      else
+        d.policies.push_back(*name);
+    }
+  }
+  if (!d.signal && d.command.empty())
+    r.error(f.mark(), f.path + " needs a signal, a command, or both");
+  diagnose = std::move(d);
+}
+
 // The directory is created when the program starts (it may be on a volume
 // mounted later); relative paths are relative to the config file, like cwd.
 void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r) {

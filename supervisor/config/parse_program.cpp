@@ -276,6 +276,7 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
     set(p.max_concurrent_process_recycles, read_integer(*v, 0, 65536, r));
   if (auto* v = map.get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map.find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
+  if (auto* v = map.get("diagnose")) parse_diagnose(*v, p.diagnose, r);
   if (auto* v = map.find("timeline")) parse_timeline(*v, base, p, r);
   if (auto* v = map.find("listen")) parse_listen(*v, base, p, sites, r);
   if (auto* v = map.find("recycle")) parse_recycle(*v, p.recycle, r);

@@ -176,6 +176,7 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "max_concurrent_process_recycles",
                                                     "min_uptime",
                                                     "checkpoint",
+                                                    "diagnose",
                                                     "timeline",
                                                     "listen",
                                                     "recycle"};
@@ -187,6 +188,8 @@ inline constexpr std::string_view kAllocatorKeys[] = {
     "arena_max", "trim_threshold", "mmap_threshold", "top_pad", "preload", "jemalloc_conf"};
 inline constexpr std::string_view kRequestsKeys[] = {"pattern"};
 inline constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_timeout"};
+inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
+                                                     "policies"};
 inline constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
 inline constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
 inline constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
@@ -304,6 +307,7 @@ void parse_policies(const Field& f, ProgramSpec& spec, Report& r);
 void parse_requests(const Field& f, ProgramSpec& spec, Report& r);
 void parse_watchdog(const Field& f, ProgramConfig& p, ProgramSpec& spec, Report& r);
 void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r);
+void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Report& r);
 void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r);
 void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r);
 void warn_surge_without_listen(const ProgramConfig& p, const MapView& map, Report& r);

@@ -108,6 +108,19 @@ std::string describe_program(const config::ProgramConfig& p) {
     out += fmt::format(
         "; checkpoint {} within {}, then {}", units::signal_name(p.checkpoint.signal),
         units::format_duration(p.checkpoint.timeout), config::to_string(p.checkpoint.on_timeout));
+  if (p.diagnose) {
+    std::vector<std::string> what;
+    if (p.diagnose->signal) what.push_back(units::signal_name(*p.diagnose->signal));
+    if (!p.diagnose->command.empty())
+      what.push_back(
+          fmt::format("`{}` (at most {})",
+                      p.diagnose->command.size() == 3 && p.diagnose->command[0] == "/bin/sh"
+                          ? p.diagnose->command[2]
+                          : join(p.diagnose->command, " "),
+                      units::format_duration(p.diagnose->timeout)));
+    out += fmt::format("; diagnose with {} before {} recycles", join(what, ", then "),
+                       join(p.diagnose->policies, ", "));
+  }
   if (p.timeline) out += "; timeline in " + p.timeline->dir;
   return out;
 }

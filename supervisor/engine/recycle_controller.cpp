@@ -306,6 +306,10 @@ void RecycleController::carry_out(unsigned slot, size_t policy, const Decision& 
   }
   Run& run = *slots_[slot].run;
   announce(slot, policy, decision, run.pid);
+  if (const auto& d = program_->diagnose;
+      d && policy < policies_.size() &&
+      std::find(d->policies.begin(), d->policies.end(), policy_name(policy)) != d->policies.end())
+    emit(Diagnose{slot, run.pid, std::string(policy_name(policy)), cause_text(policy, decision)});
   if (decision.action == Decision::Action::Checkpoint) {
     run.asking.emplace(policy, cause_text(policy, decision));
     emit(AskCheckpoint{slot, program_->checkpoint.signal, run.asking->second});

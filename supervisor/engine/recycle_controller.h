@@ -5,6 +5,7 @@
 //   events in                          commands out (take())
 //   run_started / run_ended            RecycleWorker  (Worker::recycle)
 //   sampled (after prepare)            AskCheckpoint  (Worker::checkpoint)
+//                                      Diagnose       (before either, config diagnose:)
 //   requests, notified                 SignalProcess  (Worker::signal_process)
 //   checkpoint_sent / _failed          ArmCheckpointTimer, CancelCheckpointTimer
 //   recycle_refused                    Record         (a timeline event row)
@@ -104,8 +105,17 @@ struct Log {
   std::string message;
   log::Fields fields;
 };
+// Gather evidence of why (config `diagnose:`) before the recycle or
+// checkpoint that follows it: the caller holds the slot's later commands
+// until the diagnosis is over.
+struct Diagnose {
+  unsigned slot = 0;
+  pid_t pid = 0;  // the main process
+  std::string policy;
+  std::string reason;
+};
 using Command = std::variant<RecycleWorker, AskCheckpoint, SignalProcess, ArmCheckpointTimer,
-                             CancelCheckpointTimer, Record, Log>;
+                             CancelCheckpointTimer, Record, Log, Diagnose>;
 
 // How a run ended, as far as decisions go.
 enum class RunEnd {

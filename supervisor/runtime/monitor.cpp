@@ -34,6 +34,9 @@ struct ProgramMonitor::Slot {
   TimePoint last_tick{};  // the sampling tick's, while armed (the watchdog's view)
   std::optional<timeline::TimelineWriter> timeline;
   bool timeline_tried = false;
+  // diagnose: under way; the commands that came after it, held until it is done.
+  std::unique_ptr<Diagnosis> diagnosis;
+  std::vector<engine::Command> held;
 };
 
 ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
@@ -376,7 +379,13 @@ void ProgramMonitor::execute(engine::Command& command) {
         } else {
           Slot& slot = *slots_.at(c.slot);
           Worker& w = *slot.worker;
-          if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
+          if (slot.diagnosis) {  // the recycle waits for its evidence
+            slot.held.emplace_back(std::in_place_type<C>, std::move(c));
+            return;
+          }
+          if constexpr (std::is_same_v<C, engine::Diagnose>) {
+            diagnose(slot, c);
+          } else if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
             if (!w.recycle(c.delay, RecycleCause{std::move(c.reason), c.resume}))
               controller_.recycle_refused(c.slot);
           } else if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
@@ -421,6 +430,52 @@ void ProgramMonitor::execute(engine::Command& command) {
         }
       },
       command);
+}
+
+void ProgramMonitor::diagnose(Slot& slot, const engine::Diagnose& asked) {
+  if (!program_->diagnose || !ctx_.launcher || !ctx_.base_env) return;
+  Worker& w = *slot.worker;
+  std::weak_ptr<ProgramMonitor*> self = self_;
+  unsigned index = slot.index;
+  slot.diagnosis = std::make_unique<Diagnosis>(
+      *ctx_.launcher, ctx_.timers, *ctx_.base_env, *program_, w.name(), slot.index, w.generation(),
+      asked, [self, index, asked](Diagnosis::Outcome outcome) {
+        if (auto alive = self.lock())
+          (*alive)->diagnosed(*(*alive)->slots_.at(index), asked, std::move(outcome));
+      });
+}
+
+// The evidence is in: logged (and kept beside the timeline), then the
+// recycle it held goes ahead.
+void ProgramMonitor::diagnosed(Slot& slot, const engine::Diagnose& asked,
+                               Diagnosis::Outcome outcome) {
+  Worker& w = *slot.worker;
+  std::string kept;
+  if (slot.timeline && !program_->diagnose->command.empty()) {
+    if (auto path = slot.timeline->diagnosis(outcome.output))
+      kept = *path;
+    else
+      log::warn("{}: timeline: {}", w.name(), path.error().message);
+  }
+  log::Fields fields{{"program", program_->name},
+                     {"slot", slot.index},
+                     {"pid", asked.pid},
+                     {"policy", asked.policy},
+                     {"took_s", static_cast<double>(outcome.took.count()) / 1000.0}};
+  if (!kept.empty()) fields.emplace_back("file", kept);
+  log::event(
+      Level::Info, "diagnosed",
+      fmt::format("{} diagnosed before its recycle ({} policy): {}{}", w.name(), asked.policy,
+                  outcome.what, kept.empty() ? std::string() : "; output in " + kept),
+      std::move(fields));
+  if (slot.timeline) {
+    if (Status s = slot.timeline->event("diagnosed", asked.pid, kept.empty() ? outcome.what : kept);
+        !s)
+      log::warn("{}: timeline: {}", w.name(), s.error().message);
+  }
+  slot.diagnosis.reset();
+  for (engine::Command& c : std::exchange(slot.held, {})) execute(c);
+  run_commands();
 }
 
 }  // namespace recycler

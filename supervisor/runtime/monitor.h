@@ -38,6 +38,7 @@
 #include "supervisor/notify/router.h"
 #include "supervisor/probe/memory_watch.h"
 #include "supervisor/probe/probe.h"
+#include "supervisor/runtime/diagnosis.h"
 #include "supervisor/runtime/watchdog.h"
 #include "supervisor/timeline/writer.h"
 #include "supervisor/util/timers.h"
@@ -53,6 +54,9 @@ struct MonitorContext {
   std::mt19937_64& rng;
   // GPU figures (NVML), when the config asks for them; else null.
   gpu::Sampler* gpu = nullptr;
+  // What a diagnose: command is started with (diagnosis.h); null: none is.
+  Launcher* launcher = nullptr;
+  const std::vector<std::string>* base_env = nullptr;
   // How long reading the probes takes, per sample (seconds; every program):
   // recycler_sample_duration_seconds on the metrics endpoint.
   metrics::Histogram sample_duration{metrics::kSampleDurationBuckets};
@@ -133,6 +137,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // Carries out the controller's commands (and those they lead to).
   void run_commands();
   void execute(engine::Command& command);
+  // config diagnose: (diagnosis.h); the slot's later commands wait for it.
+  void diagnose(Slot& slot, const engine::Diagnose& asked);
+  void diagnosed(Slot& slot, const engine::Diagnose& asked, Diagnosis::Outcome outcome);
   // The slot of `worker` (slots are by number): null for another's.
   Slot* find(const Worker& worker);
 

@@ -156,6 +156,8 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  .starting = [this] { return start_up_ != nullptr; },
                  .stopping = [this] { return shutting_down_; }}) {
   context_.service = &service_;
+  monitor_context_.launcher = &processes_;
+  monitor_context_.base_env = &base_env_;
   if (options_.wrap_mode)
     context_.failed_advice =
         "Fix the command, then run recycler again (a wrapped command has no "

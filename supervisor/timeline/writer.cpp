@@ -1,9 +1,16 @@
 #include "supervisor/timeline/writer.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "supervisor/timeline/trace.h"
 #include "supervisor/util/safe_dir.h"
@@ -121,6 +128,9 @@ Status TimelineWriter::File::append(std::string_view row) {
 TimelineWriter::TimelineWriter(const config::TimelineConfig& config, UniqueFd dir,
                                const std::string& base)
     : dir_(std::move(dir)),
+      dir_path_(config.dir),
+      base_(base),
+      keep_(config.keep),
       samples_(dir_.get(), config.dir, base + ".csv", kSamplesHeader, config),
       events_(dir_.get(), config.dir, base + ".events.csv", kEventsHeader, config),
       started_(policies::Clock::now()) {
@@ -143,6 +153,49 @@ Status TimelineWriter::start_run(unsigned generation, pid_t pid, policies::TimeP
   Status rotated = samples_.rotate_if_used();
   Status logged = event("start", pid, "");
   return rotated ? logged : rotated;
+}
+
+Result<std::string> TimelineWriter::diagnosis(std::string_view text) {
+  auto name = [this](unsigned generation) {
+    return base_ + ".diagnose." + std::to_string(generation) + ".txt";
+  };
+  std::string path = dir_path_ + "/" + name(generation_);
+  auto opened =
+      open_private_file(dir_.get(), name(generation_), O_WRONLY | O_CREAT | O_TRUNC, kFileMode);
+  if (!opened) return Error{dir_path_ + "/" + opened.error().message, opened.error().code};
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(opened->get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return errno_error(path);
+    done += static_cast<size_t>(n);
+  }
+  forget_old_diagnoses();
+  return path;
+}
+
+// Keeps the newest keep + 1 diagnoses of the slot (by generation).
+void TimelineWriter::forget_old_diagnoses() {
+  int fd = ::openat(dir_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
+  const std::string prefix = base_ + ".diagnose.";
+  std::vector<std::pair<unsigned, std::string>> found;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    if (!n.starts_with(prefix) || !n.ends_with(".txt")) continue;
+    std::string_view number = n.substr(prefix.size(), n.size() - prefix.size() - 4);
+    unsigned g = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), g);
+    if (ec == std::errc() && end == number.data() + number.size()) found.emplace_back(g, n);
+  }
+  ::closedir(d);
+  std::sort(found.begin(), found.end());
+  for (size_t i = 0; i + keep_ + 1 < found.size(); ++i)
+    ::unlinkat(dir_.get(), found[i].second.c_str(), 0);
 }
 
 Status TimelineWriter::sample(const policies::Sample& sample) {

@@ -53,6 +53,11 @@ class TimelineWriter {
   // exit; `pid` 0 leaves its cell empty.
   Status event(std::string_view event, pid_t pid, std::string_view detail);
 
+  // DIR/PROGRAM.SLOT.diagnose.GENERATION.txt, written anew with `text` (what
+  // diagnose: gathered before the current run was recycled); the `keep`
+  // diagnoses before it are kept, older ones removed. Its path.
+  Result<std::string> diagnosis(std::string_view text);
+
   const std::string& samples_path() const { return samples_.path(); }
   const std::string& events_path() const { return events_.path(); }
 
@@ -93,8 +98,12 @@ class TimelineWriter {
   };
 
   TimelineWriter(const config::TimelineConfig& config, UniqueFd dir, const std::string& base);
+  void forget_old_diagnoses();
 
   UniqueFd dir_;  // before the files, which use it
+  std::string dir_path_;
+  std::string base_;  // PROGRAM.SLOT
+  unsigned keep_;
   File samples_;
   File events_;
   unsigned generation_ = 0;

@@ -48,6 +48,11 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
     env["WATCHDOG_USEC"] = std::to_string(
         std::chrono::duration_cast<std::chrono::microseconds>(*program.watchdog_timeout).count());
   env.erase("WATCHDOG_PID");
+  // The signal diagnose: sends, for the Python helper to dump every thread's
+  // stack on (faulthandler); never a recycler's own, inherited.
+  env.erase("RECYCLER_DIAGNOSE_SIGNAL");
+  if (program.diagnose && program.diagnose->signal)
+    env["RECYCLER_DIAGNOSE_SIGNAL"] = std::to_string(*program.diagnose->signal);
   for (const char* var : {"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"}) env.erase(var);
   if (sockets)
     for (auto& [k, v] : sockets->environment()) env[k] = v;

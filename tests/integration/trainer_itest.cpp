@@ -158,5 +158,66 @@ time.sleep(3600)
   EXPECT_EQ(r.count("asked to checkpoint"), 0u) << r.output();
 }
 
+// diagnose: a trainer stuck in a lock (as a wedged data loader or a
+// collective waits) is hung; before its restart, recycler sends the
+// diagnose signal, on which the Python helper (imported, nothing else)
+// dumps every thread's stack to the log, then runs gdb on it; gdb's
+// backtrace is kept beside the timeline and named in the event.
+TEST(Trainer, AHungTrainerIsDiagnosedWithItsStacksBeforeItsRestart) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "no Debian python3 (install python3, or set RECYCLER_PYTHON)";
+  if (run_command({"gdb", "--version"}).code != 0)
+    GTEST_SKIP() << "no gdb (scripts/install-deps --test installs it)";
+  Sandbox sb;
+  std::string script = sb.write("stuck.py", R"(import threading, time
+import recycler_notify as rn
+
+def stuck_in_a_lock(lock):
+    lock.acquire()  # as a data loader or a collective waits, forever
+
+lock = threading.Lock()
+lock.acquire()
+for _ in range(3):
+    rn.watchdog()
+    time.sleep(0.2)
+print("stuck", flush=True)
+stuck_in_a_lock(lock)
+)");
+  const std::string timelines = sb.tmp() + "/timelines";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, R"(  train:
+    command: [")" + *python + R"(", ")" + script + R"("]
+    env: {PYTHONPATH: ")" + examples_dir() + R"(/../python"}
+    sample_interval: 200ms
+    watchdog: {timeout: 1s}
+    diagnose:
+      signal: USR2
+      command: gdb -p "$RECYCLER_PID" -batch -ex 'thread apply all bt'; echo "policy=$RECYCLER_POLICY"
+      timeout: 20s
+    timeline: {dir: )" + timelines + R"(}
+    stop: {timeout: 2s}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("stuck", scaled(10s))) << r.output();
+  ASSERT_TRUE(r.wait_for("train[0] recycle: hung: no WATCHDOG=1", scaled(5s))) << r.output();
+  // faulthandler's dump, from the signal handler of the stuck process.
+  ASSERT_TRUE(r.wait_for(", line 5 in stuck_in_a_lock", scaled(10s))) << r.output();
+  auto diagnosed = r.wait_for(
+      "train[0] diagnosed before its recycle (watchdog policy): SIGUSR2 to "
+      "pid ",
+      scaled(30s));
+  ASSERT_TRUE(diagnosed) << r.output();
+  const std::string file = timelines + "/train.0.diagnose.1.txt";
+  EXPECT_THAT(*diagnosed, HasSubstr("exited with status 0 after"));
+  EXPECT_THAT(*diagnosed, HasSubstr("; output in " + file));
+  std::string kept = read_text(file);
+  EXPECT_THAT(kept, HasSubstr("#0 ")) << kept;
+  EXPECT_THAT(kept, HasSubstr("policy=watchdog")) << kept;
+  // Then the restart it held.
+  ASSERT_TRUE(r.wait_for("train[0] started: pid", scaled(10s))) << r.output();
+  EXPECT_THAT(read_text(timelines + "/train.0.events.csv"), HasSubstr(",diagnosed,"));
+}
+
 }  // namespace
 }  // namespace recycler::testing

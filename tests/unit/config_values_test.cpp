@@ -561,6 +561,55 @@ TEST(Checkpoint, ASectionOrACheckpointingPolicyMakesAProgramCheckpoint) {
                    .checkpoints());
 }
 
+TEST(Diagnose, KeysAreReadAndDefaultToHangsAndLeaks) {
+  ProgramConfig p = program(R"(programs:
+  train:
+    command: [/bin/true]
+    diagnose:
+      signal: USR2
+      command: gdb -p "$RECYCLER_PID" -batch -ex 'thread apply all bt'
+)");
+  ASSERT_TRUE(p.diagnose);
+  EXPECT_EQ(p.diagnose->signal, SIGUSR2);
+  EXPECT_THAT(
+      p.diagnose->command,
+      ElementsAre("/bin/sh", "-c", "gdb -p \"$RECYCLER_PID\" -batch -ex 'thread apply all bt'"));
+  EXPECT_EQ(p.diagnose->timeout, 30s);
+  EXPECT_EQ(p.diagnose->max_output, 1u << 20);
+  EXPECT_THAT(p.diagnose->policies, ElementsAre("watchdog", "leak"));
+  ProgramConfig q = program(R"(programs:
+  train:
+    command: [/bin/true]
+    diagnose: {command: [py-spy, dump], timeout: 5s, max_output: 64KiB, policies: [memory]}
+)");
+  EXPECT_FALSE(q.diagnose->signal);
+  EXPECT_THAT(q.diagnose->command, ElementsAre("py-spy", "dump"));
+  EXPECT_EQ(q.diagnose->timeout, 5s);
+  EXPECT_EQ(q.diagnose->max_output, 64u << 10);
+  EXPECT_THAT(q.diagnose->policies, ElementsAre("memory"));
+}
+
+TEST(Diagnose, BadValuesAreErrorsWithTheirPosition) {
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    diagnose: {timeout: 5s}
+)"),
+              ElementsAre("test.yaml:4:15: error: programs.train.diagnose needs a signal, a "
+                          "command, or both"));
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
+    diagnose: {signal: USR2, policies: [leek], max_output: 10GiB, timeout: 0s}
+)"),
+              ElementsAre("test.yaml:4:41: error: programs.train.diagnose.policies[0]: unknown "
+                          "policy \"leek\"; did you mean \"leak\"?",
+                          "test.yaml:4:60: error: programs.train.diagnose.max_output: 10 GiB is "
+                          "out of range (1KiB to 64MiB)",
+                          "test.yaml:4:76: error: programs.train.diagnose.timeout must be greater "
+                          "than 0"));
+}
+
 TEST(Checkpoint, BadValuesAreErrorsWithTheirPosition) {
   EXPECT_THAT(errors(R"(programs:
   train:

@@ -529,6 +529,42 @@ TEST_F(WatchdogTest, ARunSilentPastItsTimeoutIsRestartedWithoutACheckpoint) {
   EXPECT_TRUE(all<AskCheckpoint>().empty());
 }
 
+// diagnose: the evidence comes before the recycle it explains, for the
+// policies it names (watchdog and leak by default), not for the others.
+TEST_F(WatchdogTest, AHangIsDiagnosedBeforeItsRestartWhereTheProgramSaysSo) {
+  make(
+      "    watchdog: {timeout: 10s}\n    diagnose: {signal: USR2}\n"
+      "    limits: {memory_max: 1GiB}\n"
+      "    policies:\n      - memory: {limit: 900MiB}\n");
+  start();
+  alive();
+  now += 11s;
+  tick();
+  take();
+  size_t diagnose = commands.size(), recycle = commands.size();
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (std::holds_alternative<engine::Diagnose>(commands[i])) diagnose = std::min(diagnose, i);
+    if (std::holds_alternative<RecycleWorker>(commands[i])) recycle = std::min(recycle, i);
+  }
+  ASSERT_LT(diagnose, commands.size());
+  ASSERT_LT(recycle, commands.size());
+  EXPECT_LT(diagnose, recycle) << "the evidence first";
+  const auto& d = std::get<engine::Diagnose>(commands[diagnose]);
+  EXPECT_EQ(d.policy, "watchdog");
+  EXPECT_EQ(d.pid, 100);
+  EXPECT_THAT(d.reason, ::testing::HasSubstr("hung: no WATCHDOG=1"));
+
+  commands.clear();
+  controller->run_ended(0, RunEnd::Stopping);
+  start(0, 2, 101);
+  policies::Sample big = sample(950);
+  controller->prepare(0, big, nullptr);
+  sampled(std::move(big));
+  take();
+  EXPECT_EQ(all<RecycleWorker>().size(), 1u);
+  EXPECT_TRUE(all<engine::Diagnose>().empty()) << "memory is not in diagnose.policies";
+}
+
 TEST_F(WatchdogTest, AnIterationReportCountsAsAlive) {
   make("    watchdog: {timeout: 10s}\n");
   start();
