@@ -19,6 +19,8 @@ It cooperates with recycler (examples/pytorch/README.md):
     RECYCLER_RESUME=1 (it restarted this trainer after a confirmed
     checkpoint) or the checkpoint is from an earlier run;
   * --checkpoint-every N also saves every N steps, as trainers do anyway;
+  * each training step is announced (RECYCLER_ITERATION), so the program's
+    `watchdog:` sees a wedged loop; --hang-at-step makes one, in its first run;
   * SIGTERM stops it at once (exit 0).
 
     PYTHONPATH=../../python /usr/bin/python3 train.py --epochs 3
@@ -28,6 +30,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -57,6 +60,9 @@ def parse_args(argv):
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="also save every N training steps (default 0: only when asked)")
     p.add_argument("--progress", help="append 'GENERATION STEP' per finished step to this file")
+    p.add_argument("--hang-at-step", type=int, default=0,
+                   help="in its first run (RECYCLER_GENERATION=1), block forever in a lock "
+                        "before this step, as a wedged data loader does (default 0: never)")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="extra seconds per step, to slow a demo down (default 0)")
     return p.parse_args(argv)
@@ -84,6 +90,8 @@ class Trainer:
         self.last_saved = None
         self.checkpoint = None
         self.progress = open(args.progress, "a", buffering=1) if args.progress else None
+        self.loader_lock = threading.Lock()
+        self.loader_lock.acquire()
 
     # -- checkpoints ----------------------------------------------------------
 
@@ -130,10 +138,21 @@ class Trainer:
         if every and self.global_step % every == 0 and self.last_saved != self.global_step:
             self.save("every %d steps" % every)
 
+    def next_batch(self, b):
+        # A data loader's hand-off: with --hang-at-step, the first run waits on
+        # a lock nobody will release, as a loader whose worker died does.
+        if self.args.hang_at_step and self.global_step + 1 == self.args.hang_at_step \
+                and self.generation == "1":
+            print("waiting for batch %d (it will never come)" % (self.global_step + 1), flush=True)
+            self.loader_lock.acquire()
+        return (self.train_x[b * self.args.batch:(b + 1) * self.args.batch],
+                self.train_y[b * self.args.batch:(b + 1) * self.args.batch])
+
     def train_step(self):
+        # Alive (the program's watchdog: timeout), and where the loop is.
+        recycler_notify.iteration(self.global_step + 1)
         b = self.global_step % self.args.steps
-        x = self.train_x[b * self.args.batch:(b + 1) * self.args.batch]
-        y = self.train_y[b * self.args.batch:(b + 1) * self.args.batch]
+        x, y = self.next_batch(b)
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model(x), y)
         loss.backward()

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <regex>
 
@@ -148,6 +149,42 @@ TEST(PyTorch, SigtermMidEpochLeavesACheckpointTheNextStartResumesFrom) {
   EXPECT_THAT(*resumed, HasSubstr("a checkpoint of an earlier run"));
   EXPECT_EQ(again.exit_code(scaled(60s)), 0) << again.output();
   EXPECT_EQ(again.count("training done: epoch 6/6"), 1u);
+}
+
+// A trainer wedged in its data loader's lock: each step says it is alive
+// (RECYCLER_ITERATION), so the watchdog sees the silence within its timeout
+// and one sample; the stacks are in the log (diagnose's signal, the Python
+// helper's faulthandler), and the restart resumes from its last periodic
+// checkpoint, redoing the steps since.
+TEST(PyTorch, AWedgedTrainerIsFoundDiagnosedAndResumesFromItsCheckpoint) {
+  REQUIRE_TORCH(python);
+  Sandbox sb;
+  std::string program = trainer("train", *python, sb, 4,
+                                ", --hang-at-step, \"23\", "
+                                "--checkpoint-every, \"5\"");
+  program += R"(    watchdog: {timeout: 2s}
+    diagnose: {signal: USR2}
+)";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, program));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("waiting for batch 23 (it will never come)", scaled(60s))) << r.output();
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(train\[0\] recycle: hung: no WATCHDOG=1 or )"
+                                    R"(RECYCLER_ITERATION for ([0-9.]+)s \(watchdog timeout 2s\))"),
+                         &m, scaled(10s)))
+      << r.output();
+  double silent_s = std::stod(m[1]);
+  EXPECT_GE(silent_s, 2.0);
+  EXPECT_LT(silent_s, 2.0 + 0.2 + 0.1) << "within the timeout and one sample interval";
+  ASSERT_TRUE(r.wait_for(" in next_batch", scaled(10s))) << "its stack\n" << r.output();
+  EXPECT_EQ(r.count("train[0] diagnosed before its recycle (watchdog policy): SIGUSR2"), 1u);
+  auto resumed = r.wait_for("resumed from checkpoint: global step", scaled(60s));
+  ASSERT_TRUE(resumed) << r.output();
+  EXPECT_EQ(global_step(*resumed), 20) << "its last periodic checkpoint before step 23";
+  EXPECT_EQ(r.exit_code(scaled(60s)), 0) << r.output();
+  EXPECT_EQ(r.count("training done: epoch 4/4"), 1u) << r.output();
+  std::cout << "figures: hang found " << silent_s << " s after the last step began (timeout 2s, "
+            << "sample_interval 200ms)\n";
 }
 
 }  // namespace
