@@ -172,7 +172,15 @@ void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Rep
   auto map = read_map(f, r, kDiagnoseKeys);
   if (!map) return;
   DiagnoseConfig d;
-  if (auto* v = map->get("signal")) d.signal = read_signal(*v, r);
+  if (auto* v = map->get("signal")) {
+    d.signal = read_signal(*v, r);
+    if (d.signal && (*d.signal == SIGKILL || *d.signal == SIGSTOP)) {
+      r.error(v->mark(), v->path + ": " + units::signal_name(*d.signal) +
+                             " would end or freeze the worker before it says anything; use a "
+                             "signal it can answer (USR2, QUIT)");
+      d.signal.reset();
+    }
+  }
   if (auto* v = map->get("command")) {
     if (v->value.IsScalar()) {
       if (v->value.Scalar().empty()) r.error(v->mark(), v->path + " must not be empty");

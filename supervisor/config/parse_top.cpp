@@ -3,7 +3,10 @@
 // host by check.cpp, from the Sites left here.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
+#include <csignal>
+#include <iterator>
 
 #include "supervisor/config/parse_util.h"
 
@@ -114,12 +117,17 @@ void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report
   if (!map) return;
   if (auto* v = map->get("signal")) {
     std::optional<int> sig = read_signal(*v, r);
-    // recycler's own: HUP reloads, CHLD reaps; KILL and STOP cannot be caught.
-    if (sig && (*sig == SIGHUP || *sig == SIGCHLD || *sig == SIGKILL || *sig == SIGSTOP))
+    // recycler's own: HUP reloads, CHLD reaps, PIPE is ignored (a closed
+    // client must not preempt anything); KILL and STOP cannot be caught; a
+    // fault signal (SEGV, BUS, ...) is the kernel's, not a scheduler's.
+    static constexpr int kRefused[] = {SIGHUP, SIGCHLD, SIGPIPE, SIGKILL, SIGSTOP, SIGSEGV,
+                                       SIGBUS, SIGFPE,  SIGILL,  SIGABRT, SIGTRAP, SIGSYS};
+    if (sig && std::find(std::begin(kRefused), std::end(kRefused), *sig) != std::end(kRefused))
       r.error(v->mark(), v->path + ": " + units::signal_name(*sig) +
                              " cannot be the preemption signal (recycler reloads on SIGHUP, "
-                             "reaps on SIGCHLD, and cannot catch SIGKILL or SIGSTOP); Slurm's "
-                             "usual choice is USR1 (sbatch --signal=B:USR1@90)");
+                             "reaps on SIGCHLD, ignores SIGPIPE, cannot catch SIGKILL or "
+                             "SIGSTOP, and leaves fault signals to the kernel); Slurm's usual "
+                             "choice is USR1 (sbatch --signal=B:USR1@90)");
     else
       set(preempt->signal, sig);
   }

@@ -7,19 +7,16 @@
 #include "policies/base/units.h"
 #include "supervisor/log/log.h"
 #include "supervisor/util/escape.h"
-#include "supervisor/util/pidfd.h"
 
 namespace recycler {
 
 Diagnosis::Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::string>& base_env,
                      const config::ProgramConfig& program, const std::string& name, unsigned slot,
                      unsigned generation, const engine::Diagnose& asked,
-                     std::function<void(Outcome)> done)
+                     const std::function<bool(int)>& signal_main, std::function<void(Outcome)> done)
     : timers_(timers), config_(*program.diagnose), done_(std::move(done)), started_(timers.now()) {
   if (config_.signal) {
-    // The main process is the worker's unreaped child, or gone: a pidfd
-    // names it and nothing else.
-    bool sent = asked.pid > 0 && signal_pid(asked.pid, *config_.signal) == 0;
+    bool sent = signal_main(*config_.signal);
     outcome_.what = fmt::format("{} to pid {}{}", units::signal_name(*config_.signal), asked.pid,
                                 sent ? "" : " failed (it is gone)");
   }
@@ -29,7 +26,9 @@ Diagnosis::Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::
   }
   LaunchSpec spec;
   spec.argv = config_.command;
-  spec.env = base_env;
+  // Ours, not an outer recycler's of the same names.
+  for (const std::string& kv : base_env)
+    if (!kv.starts_with("RECYCLER_")) spec.env.push_back(kv);
   for (auto [k, v] :
        {std::pair<const char*, std::string>{"RECYCLER_PID", std::to_string(asked.pid)},
         {"RECYCLER_PROGRAM", program.name},

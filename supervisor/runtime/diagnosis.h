@@ -32,10 +32,13 @@ class Diagnosis {
     Duration took{0};
   };
 
-  // `name`: the worker's ("train[0]"); `generation`: its run's.
+  // `name`: the worker's ("train[0]"); `generation`: its run's;
+  // `signal_main`: sends a signal to its main process (Worker::signal,
+  // through its pidfd), false when none runs.
   Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::string>& base_env,
             const config::ProgramConfig& program, const std::string& name, unsigned slot,
-            unsigned generation, const engine::Diagnose& asked, std::function<void(Outcome)> done);
+            unsigned generation, const engine::Diagnose& asked,
+            const std::function<bool(int)>& signal_main, std::function<void(Outcome)> done);
   ~Diagnosis();
   Diagnosis(const Diagnosis&) = delete;
   Diagnosis& operator=(const Diagnosis&) = delete;

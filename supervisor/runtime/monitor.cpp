@@ -439,7 +439,8 @@ void ProgramMonitor::diagnose(Slot& slot, const engine::Diagnose& asked) {
   unsigned index = slot.index;
   slot.diagnosis = std::make_unique<Diagnosis>(
       *ctx_.launcher, ctx_.timers, *ctx_.base_env, *program_, w.name(), slot.index, w.generation(),
-      asked, [self, index, asked](Diagnosis::Outcome outcome) {
+      asked, [&w](int signal) { return w.signal(signal); },
+      [self, index, asked](Diagnosis::Outcome outcome) {
         if (auto alive = self.lock())
           (*alive)->diagnosed(*(*alive)->slots_.at(index), asked, std::move(outcome));
       });

@@ -57,6 +57,10 @@ TEST(PreemptConfig, ErrorsNameFileLineColumnAndKey) {
                                     "preemption signal (recycler reloads on SIGHUP")));
   EXPECT_THAT(errors(std::string("preempt: {signal: KILL}\n") + kPrograms),
               ElementsAre(HasSubstr("cannot catch SIGKILL")));
+  EXPECT_THAT(errors(std::string("preempt: {signal: PIPE}\n") + kPrograms),
+              ElementsAre(HasSubstr("SIGPIPE cannot be the preemption signal")));
+  EXPECT_THAT(errors(std::string("preempt: {signal: SEGV}\n") + kPrograms),
+              ElementsAre(HasSubstr("SIGSEGV cannot be the preemption signal")));
   EXPECT_THAT(errors(std::string("preempt: {deadline: 0s}\n") + kPrograms),
               ElementsAre(HasSubstr("test.yaml:1:21: error: preempt.deadline must be greater "
                                     "than 0")));

@@ -593,6 +593,13 @@ TEST(Diagnose, BadValuesAreErrorsWithTheirPosition) {
   EXPECT_THAT(errors(R"(programs:
   train:
     command: [/bin/true]
+    diagnose: {signal: KILL, command: [py-spy, dump]}
+)"),
+              ElementsAre(HasSubstr("programs.train.diagnose.signal: SIGKILL would end or freeze "
+                                    "the worker")));
+  EXPECT_THAT(errors(R"(programs:
+  train:
+    command: [/bin/true]
     diagnose: {timeout: 5s}
 )"),
               ElementsAre("test.yaml:4:15: error: programs.train.diagnose needs a signal, a "
