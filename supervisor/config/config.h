@@ -147,6 +147,7 @@ struct CheckpointConfig {
 struct DiagnoseConfig {
   std::optional<int> signal;
   std::vector<std::string> command;  // argv; a YAML string runs under /bin/sh -c
+  bool shell = false;                // command came from a YAML string
   Duration timeout = 30s;
   uint64_t max_output = 1 << 20;
   std::vector<std::string> policies{"watchdog", "leak"};

@@ -155,13 +155,7 @@ void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
   auto map = read_map(f, r, kCheckpointKeys);
   if (!map) return;
   if (auto* v = map->get("signal")) set(checkpoint.signal, read_signal(*v, r));
-  if (auto* v = map->get("timeout")) {
-    auto d = read_duration(*v, r);
-    if (d && *d == Duration::zero())
-      r.error(v->mark(), v->path + " must be greater than 0");
-    else
-      set(checkpoint.timeout, d);
-  }
+  if (auto* v = map->get("timeout")) set(checkpoint.timeout, read_positive_duration(*v, r));
   if (auto* v = map->get("on_timeout"))
     set(checkpoint.on_timeout, read_choice(*v, kCheckpointTimeouts, r));
 }
@@ -182,27 +176,12 @@ void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Rep
     }
   }
   if (auto* v = map->get("command")) {
-    if (v->value.IsScalar()) {
-      if (v->value.Scalar().empty()) r.error(v->mark(), v->path + " must not be empty");
-      d.command = {"/bin/sh", "-c", v->value.Scalar()};
-    } else if (!v->value.IsSequence() || v->value.size() == 0) {
-      r.error(v->mark(), v->path + " must be a string or a non-empty list");
-    } else {
-      for (size_t i = 0; i < v->value.size(); ++i) {
-        Field arg = v->item(i, v->value[i]);
-        auto text = read_scalar(arg, "a string", r);
-        if (text && i == 0 && text->empty()) r.error(arg.mark(), arg.path + " must not be empty");
-        if (text) d.command.push_back(*text);
-      }
+    if (auto argv = read_command(*v, r)) {
+      d.command = std::move(*argv);
+      d.shell = v->value.IsScalar();
     }
   }
-  if (auto* v = map->get("timeout")) {
-    auto t = read_duration(*v, r);
-    if (t && *t == Duration::zero())
-      r.error(v->mark(), v->path + " must be greater than 0");
-    else
-      set(d.timeout, t);
-  }
+  if (auto* v = map->get("timeout")) set(d.timeout, read_positive_duration(*v, r));
   if (auto* v = map->get("max_output")) {
     auto size = read_size(*v, r);
     if (size && (*size < 1024 || *size > (64u << 20)))
@@ -262,10 +241,8 @@ void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r) {
   for (const char* key : {"ready_timeout", "ready_after"}) {
     const Field* v = map->get(key);
     if (!v) continue;
-    auto d = read_duration(*v, r);
-    if (d && *d == Duration::zero())
-      r.error(v->mark(), v->path + " must be greater than 0");
-    else if (d && std::string_view(key) == "ready_timeout")
+    auto d = read_positive_duration(*v, r);
+    if (d && std::string_view(key) == "ready_timeout")
       recycle.ready_timeout = *d;
     else if (d)
       recycle.ready_after = *d;

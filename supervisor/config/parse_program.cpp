@@ -9,6 +9,40 @@
 
 namespace recycler::config {
 namespace detail {
+
+std::optional<std::vector<std::string>> read_command(const Field& f, Report& r) {
+  if (f.value.IsScalar()) {
+    if (f.value.Scalar().empty()) {
+      r.error(f.mark(), f.path + " must not be empty");
+      return std::nullopt;
+    }
+    return std::vector<std::string>{"/bin/sh", "-c", f.value.Scalar()};
+  }
+  if (!f.value.IsSequence()) {
+    r.error(f.mark(), f.path + " must be a string or a list");
+    return std::nullopt;
+  }
+  if (f.value.size() == 0) {
+    r.error(f.mark(), f.path + " must not be empty");
+    return std::nullopt;
+  }
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < f.value.size(); ++i) {
+    Field arg = f.item(i, f.value[i]);
+    auto text = read_scalar(arg, "a string", r);
+    if (text && i == 0 && text->empty()) r.error(arg.mark(), arg.path + " must not be empty");
+    if (text) argv.push_back(*text);
+  }
+  return argv;
+}
+
+std::optional<Duration> read_positive_duration(const Field& f, Report& r, std::string_view why) {
+  auto d = read_duration(f, r);
+  if (!d || *d != Duration::zero()) return d;
+  r.error(f.mark(), f.path + " must be greater than 0" + std::string(why));
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr unsigned kMaxInstances = 1024;
@@ -20,19 +54,9 @@ constexpr Duration kMinSampleInterval = 10ms;
 constexpr uint64_t kMinMemoryLimit = 1 << 20;  // limits.memory_max/memory_high
 
 void parse_command(const Field& f, ProgramConfig& p, Report& r) {
-  if (f.value.IsScalar()) {
-    if (f.value.Scalar().empty()) return r.error(f.mark(), f.path + " must not be empty");
-    p.command = {"/bin/sh", "-c", f.value.Scalar()};
-    p.shell = true;
-    return;
-  }
-  if (!f.value.IsSequence()) return r.error(f.mark(), f.path + " must be a string or a list");
-  if (f.value.size() == 0) return r.error(f.mark(), f.path + " must not be empty");
-  for (size_t i = 0; i < f.value.size(); ++i) {
-    Field arg = f.item(i, f.value[i]);
-    auto text = read_scalar(arg, "a string", r);
-    if (text && i == 0 && text->empty()) r.error(arg.mark(), arg.path + " must not be empty");
-    if (text) p.command.push_back(*text);
+  if (auto argv = read_command(f, r)) {
+    p.command = std::move(*argv);
+    p.shell = f.value.IsScalar();
   }
 }
 
@@ -225,13 +249,7 @@ void parse_crash_loop(const Field& f, CrashLoopConfig& crash_loop, Report& r) {
   auto map = read_map(f, r, kCrashLoopKeys);
   if (!map) return;
   if (auto* v = map->get("max")) set(crash_loop.max, read_integer(*v, 1, kMaxCrashLoop, r));
-  if (auto* v = map->get("within")) {
-    auto within = read_duration(*v, r);
-    if (within && *within == Duration::zero())
-      r.error(v->mark(), v->path + " must be greater than 0");
-    else
-      set(crash_loop.within, within);
-  }
+  if (auto* v = map->get("within")) set(crash_loop.within, read_positive_duration(*v, r));
 }
 
 void parse_restart(const Field& f, RestartConfig& restart, Report& r) {

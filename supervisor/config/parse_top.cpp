@@ -131,15 +131,11 @@ void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report
     else
       set(preempt->signal, sig);
   }
-  if (auto* v = map->get("deadline")) {
-    auto d = read_duration(*v, r);
-    if (d && *d == Duration::zero())
-      r.error(v->mark(), v->path +
-                             " must be greater than 0: the time from the signal to the "
-                             "end of the job, as sbatch --signal=B:SIG@T gives it");
-    else
-      set(preempt->deadline, d);
-  }
+  if (auto* v = map->get("deadline"))
+    set(preempt->deadline,
+        read_positive_duration(*v, r,
+                               ": the time from the signal to the end of the job, as sbatch "
+                               "--signal=B:SIG@T gives it"));
   if (auto* v = map->get("then")) set(preempt->then, read_choice(*v, kPreemptThens, r));
   if (auto* v = map->get("exit_code")) {
     if (auto code = fields::read_integer(*v, 0, 255, r))

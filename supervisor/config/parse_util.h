@@ -289,6 +289,13 @@ void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report
 void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report& r);
 
 // parse_program.cpp: one entry of programs, and its process's settings.
+// A command as `command:` takes it (and diagnose.command): a string runs
+// under /bin/sh -c, a list is the argv; nullopt (reported) when invalid.
+std::optional<std::vector<std::string>> read_command(const Field& f, Report& r);
+// A duration that must not be zero; `why` follows the error's "must be
+// greater than 0". nullopt (reported) when invalid.
+std::optional<Duration> read_positive_duration(const Field& f, Report& r,
+                                               std::string_view why = {});
 ProgramConfig parse_program(const std::string& name, const Field& f, const fs::path& base,
                             ProgramSpec& spec, ProgramSites& sites, Report& r);
 

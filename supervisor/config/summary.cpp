@@ -32,13 +32,14 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return out;
 }
 
-// argv as a POSIX shell would read it back: a word of anything but letters,
-// digits and @%+=:,./_- goes in single quotes, and a quote in it is '\''
-// (python3 -c 'print('\''hi'\'')').
-std::string render_command(const config::ProgramConfig& p) {
-  if (p.shell && p.command.size() == 3) return p.command[2];
+}  // namespace
+
+// A word of anything but letters, digits and @%+=:,./_- goes in single
+// quotes, and a quote in it is '\''.
+std::string render_argv(const std::vector<std::string>& argv, bool shell) {
+  if (shell && argv.size() == 3) return argv[2];
   std::vector<std::string> words;
-  for (const std::string& a : p.command) {
+  for (const std::string& a : argv) {
     bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) ||
              std::string_view("@%+=:,./_-").find(c) != std::string_view::npos;
@@ -53,6 +54,8 @@ std::string render_command(const config::ProgramConfig& p) {
   }
   return join(words, " ");
 }
+
+namespace {
 
 // "arena_max 2, preload jemalloc (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2)": the
 // library found at check time is worth seeing.
@@ -89,7 +92,7 @@ std::string unenforceable_limits(const config::Limits& limits,
 }
 
 std::string describe_program(const config::ProgramConfig& p) {
-  std::string out = p.name + ": " + render_command(p);
+  std::string out = p.name + ": " + render_argv(p.command, p.shell);
   out += fmt::format("; {} instance{}", p.instances, p.instances == 1 ? "" : "s");
   out += "; " + describe_limits(p.limits);
   if (p.threads) out += fmt::format("; threads {}", *p.threads);
@@ -112,12 +115,9 @@ std::string describe_program(const config::ProgramConfig& p) {
     std::vector<std::string> what;
     if (p.diagnose->signal) what.push_back(units::signal_name(*p.diagnose->signal));
     if (!p.diagnose->command.empty())
-      what.push_back(
-          fmt::format("`{}` (at most {})",
-                      p.diagnose->command.size() == 3 && p.diagnose->command[0] == "/bin/sh"
-                          ? p.diagnose->command[2]
-                          : join(p.diagnose->command, " "),
-                      units::format_duration(p.diagnose->timeout)));
+      what.push_back(fmt::format("`{}` (at most {})",
+                                 render_argv(p.diagnose->command, p.diagnose->shell),
+                                 units::format_duration(p.diagnose->timeout)));
     out += fmt::format("; diagnose with {} before {} recycles", join(what, ", then "),
                        join(p.diagnose->policies, ", "));
   }

@@ -15,6 +15,10 @@ std::string describe_limits(const config::Limits& limits);
 // The configured limits whose controller is in `missing` ("memory_max 2 GiB"), or "".
 std::string unenforceable_limits(const config::Limits& limits,
                                  const std::vector<std::string>& missing);
+// A command as a POSIX shell would read it back: a `shell` one (a YAML
+// string, run under /bin/sh -c) as written, an argv with its odd words
+// quoted (python3 -c 'print('\''hi'\'')').
+std::string render_argv(const std::vector<std::string>& argv, bool shell);
 // "api: gunicorn app:app; 2 instances; memory_max 2 GiB, pids_max 256; restart on-failure"
 std::string describe_program(const config::ProgramConfig& program);
 // For a program with a request-counting policy, where its counts come from:

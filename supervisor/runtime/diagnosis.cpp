@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "policies/base/units.h"
+#include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/util/escape.h"
 
@@ -57,7 +58,7 @@ Diagnosis::Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::
     return;
   }
   process_ = std::move(*started);
-  std::string argv = shown_command();
+  std::string argv = render_argv(config_.command, config_.shell);
   log::info("{} diagnose ({} policy): {}{}`{}` (pid {}), at most {}", name, asked.policy,
             outcome_.what, outcome_.what.empty() ? "" : ", then ", escape_text(argv),
             process_->pid(), units::format_duration(config_.timeout));
@@ -66,15 +67,6 @@ Diagnosis::Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::
     timed_out_ = true;
     process_->signal(SIGKILL);
   });
-}
-
-// A shell line as written; an argv with its words joined.
-std::string Diagnosis::shown_command() const {
-  const std::vector<std::string>& c = config_.command;
-  if (c.size() == 3 && c[0] == "/bin/sh" && c[1] == "-c") return c[2];
-  std::string out;
-  for (const std::string& a : c) out += (out.empty() ? "" : " ") + a;
-  return out;
 }
 
 Diagnosis::~Diagnosis() {
@@ -88,7 +80,7 @@ void Diagnosis::finish(const std::string& how) {
     timeout_.reset();
     outcome_.took = std::chrono::duration_cast<Duration>(timers_.now() - started_);
     if (!config_.command.empty()) {
-      std::string command = shown_command();
+      std::string command = render_argv(config_.command, config_.shell);
       outcome_.what += fmt::format("{}`{}` {}{} after {}", outcome_.what.empty() ? "" : "; ",
                                    escape_text(command), how, timed_out_ ? " at its timeout" : "",
                                    units::format_duration(outcome_.took));

@@ -45,7 +45,6 @@ class Diagnosis {
 
  private:
   void finish(const std::string& how);
-  std::string shown_command() const;
 
   Timers& timers_;
   const config::DiagnoseConfig& config_;

@@ -52,6 +52,12 @@ std::optional<int> wait_bounded(pid_t pid, Duration timeout) {
 
 }  // namespace
 
+std::optional<std::string> slurm_job_id() {
+  const char* id = std::getenv("SLURM_JOB_ID");
+  if (!id || !*id) return std::nullopt;
+  return std::string(id);
+}
+
 std::optional<unsigned> slurm_restart_count() {
   const char* text = std::getenv("SLURM_RESTART_COUNT");
   if (!text) return std::nullopt;

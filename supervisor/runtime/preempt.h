@@ -24,6 +24,9 @@ namespace recycler {
 // caller): not in a Slurm job, not found, its exit status, the timeout.
 std::string requeue_slurm_job(const std::optional<std::string>& job_id, Duration timeout);
 
+// SLURM_JOB_ID from recycler's own environment; nullopt when unset or empty.
+std::optional<std::string> slurm_job_id();
+
 // SLURM_RESTART_COUNT from recycler's own environment when it is a number
 // above 0: this run of the job follows a requeue, and the programs that
 // checkpoint start with RECYCLER_RESUME=1 (their checkpoint is from the

@@ -252,12 +252,6 @@ int Supervisor::run() {
   return exit_code_;
 }
 
-std::optional<std::string> Supervisor::slurm_job_id() {
-  const char* id = std::getenv("SLURM_JOB_ID");
-  if (!id || !*id) return std::nullopt;
-  return std::string(id);
-}
-
 void Supervisor::start_watchdog() {
   watchdog_ = SystemdWatchdog::start(
       timers_,

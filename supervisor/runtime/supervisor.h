@@ -108,7 +108,6 @@ class Supervisor {
   // The preemption signal: checkpoint, stop every program by the deadline,
   // then exit (and requeue the Slurm job) with preempt.exit_code.
   void preempt();
-  static std::optional<std::string> slurm_job_id();
   void finish_shutdown();
   void schedule_finished_check();
   void check_finished();

@@ -66,22 +66,6 @@ std::string trainer(const std::string& name, const std::string& python, const Sa
 )";
 }
 
-int global_step(const std::string& line) {
-  std::smatch m;
-  static const std::regex re("global step ([0-9]+)");
-  return std::regex_search(line, m, re) ? std::stoi(m[1]) : -1;
-}
-
-// The trainer's --progress file: "GENERATION STEP" per finished training step.
-std::vector<std::pair<std::string, int>> read_progress(const std::string& path) {
-  std::vector<std::pair<std::string, int>> out;
-  std::ifstream in(path);
-  std::string generation;
-  int step = 0;
-  while (in >> generation >> step) out.emplace_back(generation, step);
-  return out;
-}
-
 TEST(PyTorch, TheLeakingTrainerIsCheckpointedAndResumedAndTheFixedOneIsLeftAlone) {
   REQUIRE_TORCH(python);
   Sandbox sb;

@@ -168,12 +168,6 @@ std::optional<std::string> line_with(const std::string& out, const std::string& 
   return found;
 }
 
-int global_step(const std::string& line) {
-  std::smatch m;
-  static const std::regex re("global step ([0-9]+)");
-  return std::regex_search(line, m, re) ? std::stoi(m[1]) : -1;
-}
-
 TEST_F(Slurm, APreemptedJobCheckpointsRequeuesAndItsNextRunResumes) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;

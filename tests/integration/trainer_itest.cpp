@@ -18,16 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The trainer's --progress file: "GENERATION STEP" per finished training step.
-std::vector<std::pair<std::string, int>> read_progress(const std::string& path) {
-  std::vector<std::pair<std::string, int>> out;
-  std::ifstream in(path);
-  std::string generation;
-  int step = 0;
-  while (in >> generation >> step) out.emplace_back(generation, step);
-  return out;
-}
-
 std::string seconds(Millis base) {
   return std::to_string(static_cast<double>(scaled(base).count()) / 1000.0) + "s";
 }

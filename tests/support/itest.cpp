@@ -612,6 +612,21 @@ Ran run_command(const std::vector<std::string>& argv, Millis timeout) {
   return r;
 }
 
+std::vector<std::pair<std::string, int>> read_progress(const std::string& path) {
+  std::vector<std::pair<std::string, int>> out;
+  std::ifstream in(path);
+  std::string generation;
+  int step = 0;
+  while (in >> generation >> step) out.emplace_back(generation, step);
+  return out;
+}
+
+int global_step(const std::string& line) {
+  std::smatch m;
+  static const std::regex re("global step ([0-9]+)");
+  return std::regex_search(line, m, re) ? std::stoi(m[1]) : -1;
+}
+
 bool eventually(const std::function<bool()>& check, Millis timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!check()) {

@@ -270,6 +270,12 @@ struct Ran {
 };
 Ran run_command(const std::vector<std::string>& argv, Millis timeout = 30s);
 
+// A trainer's --progress file (examples/trainer, examples/pytorch):
+// "GENERATION STEP" per finished training step.
+std::vector<std::pair<std::string, int>> read_progress(const std::string& path);
+// N of "global step N" in a trainer's line; -1 when it has none.
+int global_step(const std::string& line);
+
 // Polls `check` every 50 ms until it holds or `timeout` has passed: for the
 // state of what says nothing when it changes (a daemon's, a file another
 // program writes); false on timeout.
