@@ -124,8 +124,17 @@ struct RequestsConfig {
 enum class CheckpointTimeout { Restart, Wait };
 inline constexpr EnumName<CheckpointTimeout> kCheckpointTimeouts[] = {
     {CheckpointTimeout::Restart, "restart"}, {CheckpointTimeout::Wait, "wait"}};
+// checkpoint.signal_to: which of the worker's processes get the checkpoint
+// signal. main: the main process (a trainer); children: the main process's
+// children, not itself (torchrun's elastic agent, whose ranks save; the
+// agent forwards only TERM, INT, HUP and QUIT and dies of USR1); all: every
+// process of the worker.
+enum class SignalTo { Main, Children, All };
+inline constexpr EnumName<SignalTo> kSignalTos[] = {
+    {SignalTo::Main, "main"}, {SignalTo::Children, "children"}, {SignalTo::All, "all"}};
 struct CheckpointConfig {
   int signal = SIGUSR1;
+  SignalTo signal_to = SignalTo::Main;
   Duration timeout = 5min;
   // After the timeout: restart anyway, or keep waiting while the worker's
   // memory stays under memory_max.
@@ -232,6 +241,15 @@ struct RecycleConfig {
   bool operator==(const RecycleConfig&) const = default;
 };
 
+// `gang:`: the program's instances are the ranks of one job
+// (runtime/gang.h): a decision for one recycles them all together, and each
+// start gets RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (its slot and
+// the instances), and MASTER_ADDR and MASTER_PORT with `master`.
+struct GangConfig {
+  std::optional<ListenAddress> master;
+  bool operator==(const GangConfig&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -269,6 +287,7 @@ struct ProgramConfig {
   std::optional<TimelineConfig> timeline;
   std::vector<ListenSocket> listen;
   RecycleConfig recycle;
+  std::optional<GangConfig> gang;
 
   bool operator==(const ProgramConfig&) const = default;
 
@@ -404,6 +423,9 @@ constexpr const char* to_string(LogLevel level) {
 }
 constexpr const char* to_string(CheckpointTimeout on_timeout) {
   return enum_name(kCheckpointTimeouts, on_timeout);
+}
+constexpr const char* to_string(SignalTo to) {
+  return enum_name(kSignalTos, to);
 }
 constexpr const char* to_string(PreemptThen then) {
   return enum_name(kPreemptThens, then);

@@ -227,6 +227,7 @@ std::vector<KeyTable> key_tables() {
           {"programs.*.restart.crash_loop", kCrashLoopKeys},
           {"programs.*.requests", kRequestsKeys},
           {"programs.*.checkpoint", kCheckpointKeys},
+          {"programs.*.gang", kGangKeys},
           {"programs.*.diagnose", kDiagnoseKeys},
           {"programs.*.timeline", kTimelineKeys},
           {"programs.*.listen[]", kListenKeys},

@@ -155,6 +155,7 @@ void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r) {
   auto map = read_map(f, r, kCheckpointKeys);
   if (!map) return;
   if (auto* v = map->get("signal")) set(checkpoint.signal, read_signal(*v, r));
+  if (auto* v = map->get("signal_to")) set(checkpoint.signal_to, read_choice(*v, kSignalTos, r));
   if (auto* v = map->get("timeout")) set(checkpoint.timeout, read_positive_duration(*v, r));
   if (auto* v = map->get("on_timeout"))
     set(checkpoint.on_timeout, read_choice(*v, kCheckpointTimeouts, r));
@@ -261,6 +262,32 @@ void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r) {
     for (const char* key : {"ready_timeout", "ready_after", "ready_from"})
       if (const Field* v = map->get(key))
         r.warning(v->mark(), v->path + " applies to mode: surge only");
+}
+
+// gang: true | false | {master: HOST:PORT}: the instances are ranks of one
+// job. Their recycles go together, which a surge (two generations of one
+// rank side by side) cannot.
+void parse_gang(const Field& f, ProgramConfig& p, Report& r) {
+  if (f.value.IsScalar()) {
+    static constexpr std::string_view kBools[] = {"true", "false"};
+    auto on = read_choice(f, kBools, r);
+    if (on && *on == "true") p.gang.emplace();
+  } else if (auto map = read_map(f, r, kGangKeys)) {
+    p.gang.emplace();
+    if (auto* v = map->get("master")) {
+      auto text = read_scalar(*v, "HOST:PORT", r);
+      std::string why;
+      if (!text) return;
+      if (auto address = parse_listen_address(*text, &why); address && address->port != 0)
+        p.gang->master = *address;
+      else
+        r.error(v->mark(), v->path + ": " + (address ? "a port other than 0 is needed" : why));
+    }
+  }
+  if (p.gang && p.recycle.mode == RecycleMode::Surge)
+    r.error(f.mark(), f.path +
+                          ": a gang's ranks stop and start together; recycle.mode: surge runs "
+                          "two generations of one rank side by side: use recycle.mode: restart");
 }
 
 // A surge runs two generations of a slot at once: without listen, both bind

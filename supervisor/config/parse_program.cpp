@@ -298,6 +298,7 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
   if (auto* v = map.find("timeline")) parse_timeline(*v, base, p, r);
   if (auto* v = map.find("listen")) parse_listen(*v, base, p, sites, r);
   if (auto* v = map.find("recycle")) parse_recycle(*v, p.recycle, r);
+  if (auto* v = map.find("gang")) parse_gang(*v, p, r);
 }
 
 }  // namespace

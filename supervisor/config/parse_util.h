@@ -179,7 +179,8 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "diagnose",
                                                     "timeline",
                                                     "listen",
-                                                    "recycle"};
+                                                    "recycle",
+                                                    "gang"};
 inline constexpr std::string_view kListenKeys[] = {"name", "address", "backlog",
                                                    "mode", "owner",   "group"};
 inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "ready_after",
@@ -187,7 +188,9 @@ inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "re
 inline constexpr std::string_view kAllocatorKeys[] = {
     "arena_max", "trim_threshold", "mmap_threshold", "top_pad", "preload", "jemalloc_conf"};
 inline constexpr std::string_view kRequestsKeys[] = {"pattern"};
-inline constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_timeout"};
+inline constexpr std::string_view kCheckpointKeys[] = {"signal", "signal_to", "timeout",
+                                                       "on_timeout"};
+inline constexpr std::string_view kGangKeys[] = {"master"};
 inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
                                                      "policies"};
 inline constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
@@ -317,6 +320,8 @@ void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r);
 void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Report& r);
 void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r);
 void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r);
+// After parse_recycle: a gang cannot surge.
+void parse_gang(const Field& f, ProgramConfig& p, Report& r);
 void warn_surge_without_listen(const ProgramConfig& p, const MapView& map, Report& r);
 
 }  // namespace recycler::config::detail

@@ -94,6 +94,9 @@ std::string unenforceable_limits(const config::Limits& limits,
 std::string describe_program(const config::ProgramConfig& p) {
   std::string out = p.name + ": " + render_argv(p.command, p.shell);
   out += fmt::format("; {} instance{}", p.instances, p.instances == 1 ? "" : "s");
+  if (p.gang)
+    out += fmt::format("; a gang of {} ranks (RANK, WORLD_SIZE{}), recycled together", p.instances,
+                       p.gang->master ? ", MASTER_ADDR:PORT " + p.gang->master->str() : "");
   out += "; " + describe_limits(p.limits);
   if (p.threads) out += fmt::format("; threads {}", *p.threads);
   if (p.allocator != config::AllocatorConfig{})
@@ -109,7 +112,10 @@ std::string describe_program(const config::ProgramConfig& p) {
   if (p.requests) out += "; requests counted by pattern " + p.requests->pattern;
   if (p.checkpoint != config::CheckpointConfig{})
     out += fmt::format(
-        "; checkpoint {} within {}, then {}", units::signal_name(p.checkpoint.signal),
+        "; checkpoint {}{} within {}, then {}", units::signal_name(p.checkpoint.signal),
+        p.checkpoint.signal_to == config::SignalTo::Main       ? ""
+        : p.checkpoint.signal_to == config::SignalTo::Children ? " to the main process's children"
+                                                               : " to every process",
         units::format_duration(p.checkpoint.timeout), config::to_string(p.checkpoint.on_timeout));
   if (p.diagnose) {
     std::vector<std::string> what;

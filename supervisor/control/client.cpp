@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -245,6 +246,36 @@ Result<std::vector<Target>> targets_of(const std::vector<std::string>& names) {
   return out;
 }
 
+// Below the table, each gang program's recycles (its ranks', together).
+std::string gang_lines(const Json& j) {
+  auto member = [](const Json& o, const char* key) -> const Json* {
+    if (!o.is_object()) return nullptr;
+    auto it = o.find(key);
+    return it == o.end() ? nullptr : &*it;
+  };
+  std::string out;
+  const Json* s = member(j, "supervisor");
+  const Json* programs = s ? member(*s, "programs") : nullptr;
+  if (!programs || !programs->is_array()) return out;
+  for (const Json& p : *programs) {
+    const Json* g = member(p, "gang");
+    const Json* name = member(p, "name");
+    const Json* instances = member(p, "instances");
+    const Json* n = g ? member(*g, "recycles") : nullptr;
+    const Json* last = g ? member(*g, "last_reason") : nullptr;
+    if (!name || !name->is_string() || !n || !n->is_number_unsigned() || !instances ||
+        !instances->is_number_unsigned())
+      continue;
+    uint64_t count = n->get<uint64_t>();
+    out += fmt::format(
+        "{}: gang of {} ranks, {} recycle{} together{}\n", escape_text(name->get<std::string>()),
+        instances->get<uint64_t>(), count, count == 1 ? "" : "s",
+        last && last->is_string() ? "; last: " + escape_text(last->get<std::string>())
+                                  : std::string());
+  }
+  return out;
+}
+
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -267,7 +298,7 @@ int status_command(const ClientOptions& o, const std::vector<std::string>& progr
   if (o.json)
     std::cout << dump(j->value("workers", Json::array())) << "\n";
   else
-    std::cout << status_table(workers, !programs.empty());
+    std::cout << status_table(workers, !programs.empty()) << gang_lines(*j);
   return status_exit_code(workers);
 }
 

@@ -301,6 +301,10 @@ Json to_json(const SupervisorStatus& s) {
   Json workers = Json::array();
   for (const ProgramStatus& p : s.programs) {
     programs.push_back({{"name", p.name}, {"instances", p.instances}, {"running", p.running}});
+    if (p.gang)
+      programs.back()["gang"] = {
+          {"recycles", p.gang_recycles},
+          {"last_reason", p.gang_last_reason.empty() ? Json(nullptr) : Json(p.gang_last_reason)}};
     for (const WorkerStatus& w : p.workers) workers.push_back(to_json(w));
   }
   Json supervisor{{"pid", s.pid},

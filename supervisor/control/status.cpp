@@ -59,6 +59,10 @@ void StatusCounters::observe(std::string_view event, const log::Fields& fields) 
                                       flag(fields, "requested"), signaled, status);
     ++exits_[reason];
     ++exits_by_[{text(fields, "program"), reason}];
+  } else if (event == "gang_recycle") {
+    auto& [n, reason] = gangs_[text(fields, "program")];
+    ++n;
+    reason = text(fields, "reason");
   } else if (event == "recycle") {
     std::string program = text(fields, "program");
     std::string action = text(fields, "action");
@@ -92,6 +96,9 @@ void StatusCounters::fill(SupervisorStatus& status) const {
   status.exits_by = exits_by_;
   status.recycles = 0;
   for (const auto& [key, n] : recycles_) status.recycles += n;
+  for (ProgramStatus& p : status.programs)
+    if (auto it = gangs_.find(p.name); p.gang && it != gangs_.end())
+      std::tie(p.gang_recycles, p.gang_last_reason) = it->second;
 }
 
 std::string summary_line(const SupervisorStatus& s) {

@@ -95,6 +95,11 @@ struct ProgramStatus {
   // Answers sent to its workers (request limits, counts seen), and those that
   // could not go (a full queue, a sender gone).
   std::optional<uint64_t> notify_answers, notify_answers_dropped;
+  // config gang: its ranks are recycled together; each such recycle counts
+  // once here (event gang_recycle), with the reason of the last one.
+  bool gang = false;
+  uint64_t gang_recycles = 0;
+  std::string gang_last_reason;
 };
 
 // How a run ended, as counted (classify_exit).
@@ -137,10 +142,11 @@ class StatusCounters {
     std::string last_process_reason;
   };
   // Every structured event (log::event): "exit" and "oom_kill" count an exit
-  // by its reason, "recycle" a recycle by program, policy and action; others
-  // are ignored.
+  // by its reason, "recycle" a recycle by program, policy and action,
+  // "gang_recycle" a gang's; others are ignored.
   void observe(std::string_view event, const log::Fields& fields);
-  // Copies the totals into `status` (recycles, oom_kills, exits, exits_by, recycles_by).
+  // Copies the totals into `status` (recycles, oom_kills, exits, exits_by,
+  // recycles_by, and each gang program's gang_recycles and gang_last_reason).
   void fill(SupervisorStatus& status) const;
   // nullptr before the slot's first recycle.
   const SlotRecycles* slot(const std::string& program, unsigned slot) const;
@@ -150,6 +156,7 @@ class StatusCounters {
   std::map<ExitReason, uint64_t> exits_;
   std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by_;
   std::map<RecycleCountKey, uint64_t> recycles_;
+  std::map<std::string, std::pair<uint64_t, std::string>> gangs_;  // by program
 };
 
 // An exit as the "exit"/"oom_kill" event reports it: an OOM kill; clean when

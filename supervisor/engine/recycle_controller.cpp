@@ -402,9 +402,13 @@ void RecycleController::checkpoint_sent(unsigned slot, pid_t pid) {
   run.asking.reset();
   const config::CheckpointConfig& c = program_->checkpoint;
   event(LogLevel::Info, "checkpoint",
-        fmt::format("{} asked to checkpoint: {} to pid {}; restarting it once it confirms "
+        fmt::format("{} asked to checkpoint: {} to {}pid {}; restarting it once it confirms "
                     "(RECYCLER_CHECKPOINTED=1 or a clean exit), at most {} from now{}",
-                    name(slot), units::signal_name(c.signal), pid, format_duration(c.timeout),
+                    name(slot), units::signal_name(c.signal),
+                    c.signal_to == config::SignalTo::Main       ? ""
+                    : c.signal_to == config::SignalTo::Children ? "the children of "
+                                                                : "every process of the worker, ",
+                    pid, format_duration(c.timeout),
                     c.on_timeout == config::CheckpointTimeout::Wait ? " (then it waits on)" : ""),
         {{"program", program_->name},
          {"slot", slot},

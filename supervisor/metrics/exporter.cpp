@@ -163,6 +163,12 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
     if (present.count(key.program))
       w.sample("recycler_recycles_total",
                {{"program", key.program}, {"policy", key.policy}, {"action", key.action}}, n);
+  w.family("recycler_gang_recycles_total",
+           "Recycles of a gang program's ranks together (config gang:), each counted once, by "
+           "program.",
+           Type::Counter);
+  for (const ProgramStatus& p : s.programs)
+    if (p.gang) w.sample("recycler_gang_recycles_total", {{"program", p.name}}, p.gang_recycles);
   w.family("recycler_exits_total",
            "Worker runs that ended, by program and reason: clean (asked for, or status 0), "
            "crash (a non-zero status), oom_kill (the kernel's OOM killer), signal (killed by a "

@@ -52,6 +52,11 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
     w->observe(this);
   }
   if (ctx_.gpu && wants_gpu()) ctx_.gpu->want(program_->sample_interval);
+  if (program_->gang) {
+    std::vector<Worker*> ranks;
+    for (const auto& w : workers) ranks.push_back(w.get());
+    gang_ = std::make_unique<Gang>(ctx_.timers, std::move(ranks));
+  }
 }
 
 ProgramMonitor::~ProgramMonitor() {
@@ -121,6 +126,7 @@ void ProgramMonitor::on_state_change(Worker& worker) {
       break;
   }
   run_commands();
+  if (gang_) gang_->on_state_change(worker);
 }
 
 void ProgramMonitor::begin_run(Slot& slot) {
@@ -386,10 +392,19 @@ void ProgramMonitor::execute(engine::Command& command) {
           if constexpr (std::is_same_v<C, engine::Diagnose>) {
             diagnose(slot, c);
           } else if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
-            if (!w.recycle(c.delay, RecycleCause{std::move(c.reason), c.resume}))
-              controller_.recycle_refused(c.slot);
+            RecycleCause cause{std::move(c.reason), c.resume};
+            // A gang's ranks go together (a recycle loop's delay is the
+            // trigger's alone: not the gang's).
+            bool done = gang_ ? gang_->recycle(c.slot, std::move(cause), false)
+                              : w.recycle(c.delay, std::move(cause));
+            if (!done) controller_.recycle_refused(c.slot);
           } else if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
             pid_t pid = w.pid().value_or(0);
+            if (gang_) {  // every rank checkpoints, then all stop and start together
+              if (!gang_->recycle(c.slot, RecycleCause{c.reason, false}, true))
+                controller_.checkpoint_failed(c.slot, pid, "it is not running");
+              return;
+            }
             if (int err = w.checkpoint(c.signal, RecycleCause{c.reason, true}); err != 0)
               controller_.checkpoint_failed(c.slot, pid, std::strerror(err));
             else

@@ -43,6 +43,7 @@
 #include "supervisor/timeline/writer.h"
 #include "supervisor/util/timers.h"
 #include "supervisor/util/uv.h"
+#include "supervisor/worker/gang.h"
 #include "supervisor/worker/worker.h"
 
 namespace recycler {
@@ -108,6 +109,8 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   bool recycle(unsigned slot, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
+  // config gang: the ranks' recycles, together (worker/gang.h); null without.
+  const Gang* gang() const { return gang_.get(); }
   // For the watchdog (watchdog.h): how long each worker being sampled has
   // gone since its last sampling tick, appended to `out`.
   void sampling_progress(TimePoint now, std::vector<Progress>& out) const;
@@ -148,6 +151,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   engine::RecycleController controller_;
   std::shared_ptr<const notify::OutputMatcher> matcher_;  // the config's (RequestsConfig)
   std::vector<std::unique_ptr<Slot>> slots_;              // by slot number
+  // config gang: the controller's recycles and checkpoints of one slot are
+  // carried out on every rank.
+  std::unique_ptr<Gang> gang_;
   // What callbacks held by workers reach this monitor through; gone with it.
   std::shared_ptr<ProgramMonitor*> self_ = std::make_shared<ProgramMonitor*>(this);
 };

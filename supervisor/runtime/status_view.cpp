@@ -139,6 +139,7 @@ SupervisorStatus Supervisor::status(bool workers) const {
     ProgramStatus& p = out.programs.emplace_back();
     p.name = name;
     p.instances = program.config->instances;
+    p.gang = program.config->gang.has_value();
     if (const notify::NotifySocket* socket = router_.socket(name)) {
       p.notify_messages = socket->stats().received;
       p.notify_reads = socket->stats().reads;

@@ -7,6 +7,25 @@
 
 namespace recycler {
 
+namespace {
+// A gang's ranks, as torchrun gives them (torch.distributed's env://), unless
+// the program's env: sets them.
+void add_gang(const config::GangConfig& gang, const config::ProgramConfig& program, unsigned slot,
+              std::map<std::string, std::string>& env) {
+  auto set = [&](const char* var, std::string value) {
+    if (!program.env.count(var)) env[var] = std::move(value);
+  };
+  set("RANK", std::to_string(slot));
+  set("LOCAL_RANK", std::to_string(slot));
+  set("WORLD_SIZE", std::to_string(program.instances));
+  set("LOCAL_WORLD_SIZE", std::to_string(program.instances));
+  if (gang.master) {
+    set("MASTER_ADDR", gang.master->host);
+    set("MASTER_PORT", std::to_string(gang.master->port));
+  }
+}
+}  // namespace
+
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
                                             unsigned generation, const std::string& notify_socket,
@@ -27,6 +46,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
       if (!program.env.count(var)) env[var] = std::to_string(*program.threads);
   }
   config::apply_allocator(program.allocator, program.env, env);
+  if (program.gang) add_gang(*program.gang, program, slot, env);
   env["RECYCLER_PROGRAM"] = program.name;
   env["RECYCLER_SLOT"] = std::to_string(slot);
   env["RECYCLER_GENERATION"] = std::to_string(generation);
