@@ -19,7 +19,7 @@ It cooperates with recycler (examples/pytorch/README.md):
   * on start it resumes from the checkpoint file when there is one;
   * --leak-rank R --leak-mib M: rank R keeps M MiB more after every step, a
     leak only that rank has (recycler's policy sees it there, and the gang
-    recycles every rank with it);
+    recycles every rank with it); --leak-runs N: only in the first N runs;
   * each step is announced (RECYCLER_ITERATION) and appended to --progress
     as "RANK GENERATION STEP";
   * SIGTERM stops it at once (exit 0).
@@ -58,6 +58,9 @@ def parse_args(argv):
                    help="the rank that leaks (default -1: none)")
     p.add_argument("--leak-mib", type=float, default=0.0,
                    help="MiB the leaking rank keeps after each step (default 0)")
+    p.add_argument("--leak-runs", type=int, default=0,
+                   help="leak only in the first N runs (RECYCLER_GENERATION <= N; default 0: "
+                        "in every run)")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="extra seconds per step, to slow a demo down (default 0)")
     p.add_argument("--timeout", type=float, default=60.0,
@@ -85,6 +88,9 @@ class Rank:
         self.x, self.y = data[shard], labels[shard]
         self.step = 0
         self.leaked = []
+        runs = args.leak_runs
+        self.leaking = (self.rank == args.leak_rank and args.leak_mib > 0
+                        and (runs == 0 or int(self.generation or 0) <= runs))
         self.progress = open(args.progress, "a", buffering=1) if args.progress else None
         self.handler = None
 
@@ -142,7 +148,7 @@ class Rank:
         loss = self.loss_fn(self.model(x), y)
         loss.backward()  # DDP all-reduces the gradients here
         self.optimizer.step()
-        if self.rank == self.args.leak_rank and self.args.leak_mib:
+        if self.leaking:
             self.leaked.append(torch.ones(int(self.args.leak_mib * MiB / 4)))
         if self.args.step_time:
             time.sleep(self.args.step_time)

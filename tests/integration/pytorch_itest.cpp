@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -174,6 +175,149 @@ TEST(PyTorch, AWedgedTrainerIsFoundDiagnosedAndResumesFromItsCheckpoint) {
   EXPECT_EQ(r.count("training done: epoch 3/3"), 1u) << r.output();
   std::cout << "figures: hang found " << silent_s << " s after the last step began (timeout 2s, "
             << "sample_interval 200ms)\n";
+}
+
+// ddp_train.py's per-rank progress ("RANK GENERATION STEP"): for each rank,
+// the last step of generation 1 and the first of generation 2.
+struct RankSteps {
+  std::map<int, int> last_of_first, first_of_second;
+};
+RankSteps rank_steps(const std::string& path) {
+  RankSteps out;
+  std::ifstream in(path);
+  int rank = 0, step = 0;
+  std::string generation;
+  while (in >> rank >> generation >> step) {
+    if (generation == "1") out.last_of_first[rank] = std::max(out.last_of_first[rank], step);
+    if (generation == "2" && !out.first_of_second.count(rank)) out.first_of_second[rank] = step;
+  }
+  return out;
+}
+
+// The N of "... at step N" in a rank's line; -1 when it has none.
+int at_step(const std::string& line) {
+  std::smatch m;
+  static const std::regex re(R"(at step ([0-9]+))");
+  return std::regex_search(line, m, re) ? std::stoi(m[1]) : -1;
+}
+
+std::string ddp_args(const Sandbox& sb, const std::string& name, const std::string& python) {
+  return "\"" + python + "\", ddp_train.py, --steps, \"100000\", --step-time, \"0.01\", " +
+         "--leak-rank, \"1\", --leak-mib, \"1\", --leak-runs, \"1\", --checkpoint, \"" + sb.tmp() +
+         "/" + name + ".pt\", --progress, \"" + sb.tmp() + "/" + name + ".progress\"";
+}
+
+// Two ranks of one torch.distributed job (DDP over gloo), one slot each, as a
+// gang: rank 1's leak trips its memory policy; both ranks checkpoint (rank 0
+// saves), both stop, both start again with RECYCLER_RESUME=1, rejoin the
+// process group and go on from the step saved: none lost, none redone, no
+// rank left waiting in a collective.
+TEST(PyTorch, GangRanksAreCheckpointedStoppedAndRestartedTogether) {
+  REQUIRE_TORCH(python);
+  Sandbox sb;
+  const std::string dir = examples_dir() + "/pytorch";
+  std::string program = "  ddp:\n    command: [" + ddp_args(sb, "ddp", *python) + "]\n" +
+                        "    cwd: " + dir + "\n    env: {PYTHONPATH: " + dir + R"(/../../python}
+    instances: 2
+    gang: {master: "127.0.0.1:)" +
+                        std::to_string(free_port()) + R"("}
+    threads: 1
+    limits: {memory_max: 1GiB}
+    sample_interval: 200ms
+    policies:
+      - memory: {metric: anon, limit: 260MiB, action: checkpoint}
+    checkpoint: {signal: USR1, timeout: 20s}
+    stop: {timeout: 5s}
+)";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, program));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("ddp gang recycle: ddp[1]: anon", scaled(90s))) << r.output();
+  auto saved = r.wait_for("rank 0: checkpoint saved at step", scaled(20s));
+  ASSERT_TRUE(saved) << r.output();
+  int step = at_step(*saved);
+  ASSERT_GT(step, 0);
+  ASSERT_TRUE(r.wait_for("ddp gang restarted: 2 of 2 ranks running", scaled(30s))) << r.output();
+  for (int rank : {0, 1}) {
+    auto resumed = r.wait_for("rank " + std::to_string(rank) + ": resumed from checkpoint at step",
+                              scaled(60s));
+    ASSERT_TRUE(resumed) << r.output();
+    EXPECT_EQ(at_step(*resumed), step) << *resumed;
+  }
+  // Both train again: a step of generation 2 from each rank.
+  ASSERT_TRUE(
+      eventually([&] { return rank_steps(sb.tmp() + "/ddp.progress").first_of_second.size() == 2; },
+                 scaled(60s)))
+      << r.output();
+  Cli status = cli({"status", "-c", cfg});
+  EXPECT_THAT(status.out, HasSubstr("ddp: gang of 2 ranks, 1 recycle together; last: anon"))
+      << status.out << status.err;
+  EXPECT_EQ(r.count("exited with status 0 after"), 2u) << "both stopped as asked\n" << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(30s)), 0) << r.output();
+  RankSteps steps = rank_steps(sb.tmp() + "/ddp.progress");
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(steps.last_of_first[rank], step)
+        << "rank " << rank << ": no step after the checkpoint";
+    EXPECT_EQ(steps.first_of_second[rank], step + 1) << "rank " << rank << ": none lost or redone";
+  }
+  EXPECT_EQ(r.count("ddp[0] checkpointed for its gang's recycle"), 1u) << r.output();
+  EXPECT_EQ(r.count("ddp[1] checkpointed for its gang's recycle"), 1u) << r.output();
+  EXPECT_EQ(r.count("RuntimeError"), 0u) << "no rank failed in a collective\n" << r.output();
+}
+
+// The same job launched by torchrun in one slot: the checkpoint signal goes to
+// the agent's children (checkpoint.signal_to), the agent gets the stop
+// signal and stops its ranks, and the next start resumes both.
+TEST(PyTorch, TorchrunsRanksCheckpointThroughSignalToChildren) {
+  REQUIRE_TORCH(python);
+  Sandbox sb;
+  const std::string dir = examples_dir() + "/pytorch";
+  std::string args = ddp_args(sb, "tr", *python);
+  args = args.substr(args.find("ddp_train.py"));  // torchrun runs it with its own python
+  std::string program = R"(  tr:
+    command: [/usr/bin/torchrun, --standalone, --nproc_per_node, "2", --redirects, "1",
+              --tee, "1", --log_dir, ")" +
+                        sb.tmp() + "/logs\", " + args + "]\n" + "    cwd: " + dir +
+                        "\n    env: {PYTHONPATH: " + dir + R"(/../../python}
+    threads: 1
+    limits: {memory_max: 2GiB}
+    sample_interval: 200ms
+    policies:
+      - memory: {metric: anon, limit: 520MiB, action: checkpoint}
+    checkpoint: {signal: USR1, signal_to: children, timeout: 20s}
+    stop: {timeout: 10s}
+)";
+  if (!std::filesystem::exists("/usr/bin/torchrun")) GTEST_SKIP() << "no /usr/bin/torchrun";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, program));
+  Recycler r({"run", "-c", cfg}, sb);
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(tr\[0\] asked to checkpoint: SIGUSR1 to the children of )"
+                                    R"(pid ([0-9]+))"),
+                         &m, scaled(120s)))
+      << r.output();
+  ASSERT_TRUE(r.wait_for("tr[0] checkpointed in", scaled(20s))) << r.output();
+  // The ranks' lines come through the agent's tee, in its own time.
+  ASSERT_TRUE(r.wait_for_count("resumed from checkpoint at step", 2, scaled(90s))) << r.output();
+  std::map<int, int> resumed_at;
+  for (const std::string& line : r.lines())
+    for (int rank : {0, 1})
+      if (line.find("rank " + std::to_string(rank) + ": resumed from checkpoint") !=
+          std::string::npos)
+        resumed_at[rank] = at_step(line);
+  EXPECT_GT(resumed_at[0], 0);
+  EXPECT_EQ(resumed_at[0], resumed_at[1]) << "one checkpoint for both ranks";
+  ASSERT_TRUE(
+      eventually([&] { return rank_steps(sb.tmp() + "/tr.progress").first_of_second.size() == 2; },
+                 scaled(60s)))
+      << r.output();
+  EXPECT_EQ(r.count("tr[0] started:"), 2u) << "the agent, restarted once";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(30s)), 0) << r.output();
+  RankSteps steps = rank_steps(sb.tmp() + "/tr.progress");
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(steps.last_of_first[rank], resumed_at[0]) << "rank " << rank;
+    EXPECT_EQ(steps.first_of_second[rank], resumed_at[0] + 1) << "rank " << rank;
+  }
 }
 
 }  // namespace
