@@ -21,7 +21,10 @@ It cooperates with recycler (examples/pytorch/README.md):
     leak only that rank has (recycler's policy sees it there, and the gang
     recycles every rank with it); --leak-runs N: only in the first N runs;
   * each step is announced (RECYCLER_ITERATION) and appended to --progress
-    as "RANK GENERATION STEP";
+    as "RANK GENERATION STEP UNIXTIME" (GENERATION: recycler's, or torchrun's
+    restart count + 1);
+  * --crash-rank R --crash-at-step S: rank R exits with status 1 before step S
+    of its first run (a peer lost mid-job, as an OOM kill or a fault does);
   * SIGTERM stops it at once (exit 0).
 
     RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \\
@@ -61,6 +64,11 @@ def parse_args(argv):
     p.add_argument("--leak-runs", type=int, default=0,
                    help="leak only in the first N runs (RECYCLER_GENERATION <= N; default 0: "
                         "in every run)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="rank 0 also saves every N steps (default 0: only when asked)")
+    p.add_argument("--crash-rank", type=int, default=-1,
+                   help="the rank that crashes (exit 1) at --crash-at-step in its first run")
+    p.add_argument("--crash-at-step", type=int, default=0, help="(default 0: never)")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="extra seconds per step, to slow a demo down (default 0)")
     p.add_argument("--timeout", type=float, default=60.0,
@@ -73,7 +81,9 @@ class Rank:
         self.args = args
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self.generation = os.environ.get("RECYCLER_GENERATION", "0")
+        self.generation = os.environ.get("RECYCLER_GENERATION") or str(
+            int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) + 1)
+        self.first_run = self.generation == "1"
         torch.manual_seed(0)
         torch.set_num_threads(1)
         features = 64
@@ -140,6 +150,10 @@ class Rank:
             time.sleep(0.05)
 
     def train_step(self):
+        if (self.rank == self.args.crash_rank and self.first_run
+                and self.step + 1 == self.args.crash_at_step):
+            print("rank %d: crashing before step %d" % (self.rank, self.step + 1), flush=True)
+            os._exit(1)
         recycler_notify.iteration(self.step + 1)
         b = self.step % 16
         x = self.x[b * self.args.batch:(b + 1) * self.args.batch]
@@ -154,7 +168,8 @@ class Rank:
             time.sleep(self.args.step_time)
         self.step += 1
         if self.progress:
-            self.progress.write("%d %s %d\n" % (self.rank, self.generation, self.step))
+            self.progress.write("%d %s %d %.3f\n"
+                                % (self.rank, self.generation, self.step, time.time()))
         return float(loss)
 
     def run(self):
@@ -165,6 +180,9 @@ class Rank:
             loss = self.train_step()
             if self.checkpoint_asked():
                 self.checkpoint()
+            every = self.args.checkpoint_every
+            if every and self.step % every == 0 and self.rank == 0:
+                self.save()
             if self.step % 50 == 0 and self.rank == 0:
                 print("step %d/%d: loss %.4f" % (self.step, self.args.steps, loss), flush=True)
         dist.barrier()

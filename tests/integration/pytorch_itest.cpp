@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "tests/support/itest.h"
 
@@ -177,7 +178,7 @@ TEST(PyTorch, AWedgedTrainerIsFoundDiagnosedAndResumesFromItsCheckpoint) {
             << "sample_interval 200ms)\n";
 }
 
-// ddp_train.py's per-rank progress ("RANK GENERATION STEP"): for each rank,
+// ddp_train.py's per-rank progress ("RANK GENERATION STEP TIME"): for each rank,
 // the last step of generation 1 and the first of generation 2.
 struct RankSteps {
   std::map<int, int> last_of_first, first_of_second;
@@ -186,8 +187,10 @@ RankSteps rank_steps(const std::string& path) {
   RankSteps out;
   std::ifstream in(path);
   int rank = 0, step = 0;
-  std::string generation;
-  while (in >> rank >> generation >> step) {
+  std::string generation, line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    if (!(fields >> rank >> generation >> step)) continue;
     if (generation == "1") out.last_of_first[rank] = std::max(out.last_of_first[rank], step);
     if (generation == "2" && !out.first_of_second.count(rank)) out.first_of_second[rank] = step;
   }
