@@ -393,9 +393,8 @@ void ProgramMonitor::execute(engine::Command& command) {
             diagnose(slot, c);
           } else if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
             RecycleCause cause{std::move(c.reason), c.resume};
-            // A gang's ranks go together (a recycle loop's delay is the
-            // trigger's alone: not the gang's).
-            bool done = gang_ ? gang_->recycle(c.slot, std::move(cause), false)
+            // A gang's ranks go together (after a recycle loop's delay, all).
+            bool done = gang_ ? gang_->recycle(c.slot, std::move(cause), false, c.delay)
                               : w.recycle(c.delay, std::move(cause));
             if (!done) controller_.recycle_refused(c.slot);
           } else if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {

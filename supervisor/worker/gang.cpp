@@ -21,10 +21,11 @@ Gang::~Gang() {
   *self_ = nullptr;
 }
 
-bool Gang::recycle(unsigned slot, RecycleCause cause, bool checkpoint) {
+bool Gang::recycle(unsigned slot, RecycleCause cause, bool checkpoint, Duration delay) {
   if (busy()) return true;  // every rank is on its way already
   if (slot >= workers_.size() || worker(slot).state() != WorkerState::Running) return false;
   begin(slot, std::move(cause), checkpoint, true);
+  delay_ = delay;
   return true;
 }
 
@@ -33,6 +34,7 @@ void Gang::begin(unsigned trigger, RecycleCause cause, bool checkpoint, bool oth
   Duration window = p.checkpoint.timeout;
   bool checkpoints = p.checkpoints();
   phase_ = Phase::Checkpointing;
+  delay_ = Duration{0};
   members_.clear();
   since_ = timers_.now();
   ++recycles_;
@@ -105,7 +107,7 @@ void Gang::maybe_release_stops() {
 
 void Gang::release_stops() {
   if (phase_ != Phase::Checkpointing) return;
-  deadline_.reset();
+  deadline_.reset();  // the checkpoint's
   phase_ = Phase::Stopping;
   acting_ = true;
   for (const Member& m : members_) worker(m.slot).release_stop();
@@ -122,19 +124,31 @@ void Gang::maybe_release_starts() {
     if (w.state() != WorkerState::Stopped && w.state() != WorkerState::Failed) return;
     stopped += (stopped.empty() ? "" : ", ") + w.name();
   }
-  acting_ = true;
   if (!stopped.empty()) {
     // A rank stopped for good (an operator's stop, a shutdown): the others
     // would wait for it forever.
     phase_ = Phase::Idle;
+    deadline_.reset();
     log::info("{} gang: {} stopped during the gang's recycle; the other ranks stay stopped",
               worker(members_.front().slot).program().name, stopped);
+    acting_ = true;
     for (const Member& m : members_)
       if (worker(m.slot).parked()) worker(m.slot).stop(nullptr);
-  } else {
-    phase_ = Phase::Starting;
-    for (const Member& m : members_) worker(m.slot).release_start();
+    acting_ = false;
+    return;
   }
+  if (delay_ > Duration{0}) {  // a recycle loop's: the whole gang waits
+    if (!deadline_) deadline_ = timers_.after(delay_, [this] { release_starts(); });
+    return;
+  }
+  release_starts();
+}
+
+void Gang::release_starts() {
+  deadline_.reset();
+  phase_ = Phase::Starting;
+  acting_ = true;
+  for (const Member& m : members_) worker(m.slot).release_start();
   acting_ = false;
   maybe_done();
 }

@@ -46,7 +46,9 @@ class Gang {
   // recycle of a program that checkpoints); otherwise `slot` itself stops at
   // once. False when `slot` is not running and no recycle of the gang is under
   // way; true, and nothing more, while one is.
-  bool recycle(unsigned slot, RecycleCause cause, bool checkpoint);
+  // `delay`: a recycle loop's (RecycleLoopGuard): the ranks start again that
+  // long after the last of them has drained.
+  bool recycle(unsigned slot, RecycleCause cause, bool checkpoint, Duration delay = Duration{0});
   // After every state change of one of its workers.
   void on_state_change(Worker& worker);
 
@@ -74,6 +76,7 @@ class Gang {
   void release_stops();
   // Stopping: once every rank has drained (or was stopped for good), they start.
   void maybe_release_starts();
+  void release_starts();
   void maybe_done();
   void crashed(Worker& worker);
   Worker& worker(unsigned slot) const { return *workers_[slot]; }
@@ -83,7 +86,8 @@ class Gang {
   std::vector<uint64_t> crashes_seen_;  // per slot: its record's crashes, last seen
   Phase phase_ = Phase::Idle;
   std::vector<Member> members_;
-  std::unique_ptr<Timer> deadline_;
+  std::unique_ptr<Timer> deadline_;  // checkpoint.timeout, then the start's delay
+  Duration delay_{0};
   TimePoint since_{};
   std::string trigger_name_;
   uint64_t recycles_ = 0;

@@ -244,5 +244,21 @@ TEST_F(GangTest, ARankThatIsNotRunningIsNotRecycled) {
   EXPECT_FALSE(gang->busy());
 }
 
+// A recycle loop's delay (RecycleLoopGuard) holds every rank's start.
+TEST_F(GangTest, ARecycleLoopsDelayHoldsTheWholeGang) {
+  program.checkpoint = {};
+  make();
+  ASSERT_TRUE(gang->recycle(0, {"memory", false}, false, 4s));
+  exit_run(0, ExitStatus{0, SIGTERM, true});
+  exit_run(1, ExitStatus{0, SIGTERM, true});
+  timers.advance(3999ms);
+  EXPECT_EQ(starts_of(0), 1u);
+  EXPECT_EQ(starts_of(1), 1u);
+  timers.advance(1ms);
+  EXPECT_EQ(starts_of(0), 2u);
+  EXPECT_EQ(starts_of(1), 2u);
+  EXPECT_FALSE(gang->busy());
+}
+
 }  // namespace
 }  // namespace recycler
