@@ -62,7 +62,8 @@ void StatusCounters::observe(std::string_view event, const log::Fields& fields) 
   } else if (event == "gang_recycle") {
     auto& [n, reason] = gangs_[text(fields, "program")];
     ++n;
-    reason = text(fields, "reason");
+    std::string worker = text(fields, "worker");
+    reason = (worker.empty() ? "" : worker + ": ") + text(fields, "reason");
   } else if (event == "recycle") {
     std::string program = text(fields, "program");
     std::string action = text(fields, "action");

@@ -54,6 +54,7 @@ void Gang::begin(unsigned trigger, RecycleCause cause, bool checkpoint, bool oth
                   asking ? "checkpoint, then stop and start together" : "stop and start together"),
       {{"program", p.name},
        {"slot", trigger},
+       {"worker", trigger_name_},
        {"reason", cause.reason},
        {"ranks", ranks.size()},
        {"checkpoint", asking}});

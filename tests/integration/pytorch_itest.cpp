@@ -252,7 +252,7 @@ TEST(PyTorch, GangRanksAreCheckpointedStoppedAndRestartedTogether) {
                  scaled(60s)))
       << r.output();
   Cli status = cli({"status", "-c", cfg});
-  EXPECT_THAT(status.out, HasSubstr("ddp: gang of 2 ranks, 1 recycle together; last: anon"))
+  EXPECT_THAT(status.out, HasSubstr("ddp: gang of 2 ranks, 1 recycle together; last: ddp[1]: anon"))
       << status.out << status.err;
   EXPECT_EQ(r.count("exited with status 0 after"), 2u) << "both stopped as asked\n" << r.output();
   r.signal(SIGTERM);

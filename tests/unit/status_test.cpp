@@ -44,6 +44,28 @@ TEST(StatusTest, CountersComeFromTheEventsThatReportExitsAndRecycles) {
   EXPECT_EQ(s.exits_by.size(), 4u);
 }
 
+// A gang's recycle (config gang:) counts once for the program, whatever its
+// ranks, with the worker that decided it; a program without gang: shows none.
+TEST(StatusTest, AGangsRecycleCountsOnceWithItsTrigger) {
+  StatusCounters counters;
+  counters.observe("gang_recycle",
+                   {{"program", "ddp"}, {"worker", "ddp[1]"}, {"reason", "leak"}, {"ranks", 4}});
+  counters.observe("gang_recycle", {{"program", "ddp"},
+                                    {"worker", "ddp[0]"},
+                                    {"reason", "anon 401 MiB > 400 MiB (memory policy)"}});
+  counters.observe("gang_recycle", {{"program", "api"}, {"worker", "api[0]"}, {"reason", "x"}});
+  SupervisorStatus s;
+  s.programs.resize(2);
+  s.programs[0].name = "ddp";
+  s.programs[0].gang = true;
+  s.programs[1].name = "api";
+  counters.fill(s);
+  EXPECT_EQ(s.programs[0].gang_recycles, 2u);
+  EXPECT_EQ(s.programs[0].gang_last_reason, "ddp[0]: anon 401 MiB > 400 MiB (memory policy)");
+  EXPECT_EQ(s.programs[1].gang_recycles, 0u) << "not a gang (any more: a reload)";
+  EXPECT_EQ(s.recycles, 0u) << "the trigger's own recycle event counts the recycle";
+}
+
 // A pre-fork server's processes recycled one by one (scope: process) are its
 // slot's recycles: status showed RECYCLES 0 after 277 of them.
 TEST(StatusTest, ProcessRecyclesAreCountedPerSlotWithTheLastOnesReason) {
