@@ -23,7 +23,10 @@
 //   - the projection uses the larger of that slope and the current one (at
 //     most kAcceleration times the first): the smaller of the slopes of the
 //     upper envelope and of the bucket means over the recent half, neither of
-//     which lags, so an accelerating leak is projected at its current speed.
+//     which lags, so an accelerating leak is projected at its current speed;
+//     only when the upper envelope rises throughout that half (no jump, as
+//     for the lower one: a validation's memory taken at once is a bump, not
+//     acceleration).
 //   - Earlier, as soon as the evidence is strong: the window says that a
 //     healthy cycle lasts up to a third of it, so nothing shorter than that
 //     can tell a cycle's rise from a leak; but once the buckets since the
@@ -460,7 +463,8 @@ class Leak final : public Policy {
     if (!slope || *slope < s_.min_slope) return std::nullopt;
     const double whole = *rise(st.lower);
     const double span = st.lower.back().t - st.lower.front().t;
-    const double jump = largest_jump(st.lower, std::max(w, span / 8) + w / 2);
+    const double jump_span = std::max(w, span / 8) + w / 2;
+    const double jump = largest_jump(st.lower, jump_span);
     if (whole <= 0 || jump > kMaxJumpShare * whole) return std::nullopt;
     const double mid = st.lower.front().t + span / 2;
     auto recent = [&](const std::vector<Point>& e) {
@@ -479,7 +483,11 @@ class Leak final : public Policy {
     for (const Bucket& b : st.closed)
       if (double end = static_cast<double>(b.index + 1) * w; end >= mid)
         st.points.push_back({end, b.mean()});
-    auto peaks = theil_sen(recent(st.upper), st.scratch);
+    // Only growth throughout the recent half is faster growth: not a bump
+    // taken at once (validation's memory, in an epoch as long as the window).
+    auto upper = recent(st.upper);
+    if (largest_jump(upper, jump_span) > kMaxJumpShare * *rise(upper)) return slope;
+    auto peaks = theil_sen(upper, st.scratch);
     auto means = theil_sen(st.points, st.scratch);
     double now = std::min(peaks.value_or(*slope), means.value_or(*slope));
     return std::max(*slope, std::min(now, kAcceleration * *slope));
