@@ -4,7 +4,7 @@
 //   - leak: {metric: anon, window: 10m, warmup: 2m, horizon: 15m,
 //            min_slope: 1MiB/min, limit: 90%, action: checkpoint}
 //
-// Three rules, each on its own evidence; the first that fires decides.
+// Four rules, each on its own evidence; the first that fires decides.
 //
 // 1. The trend. The window is kept as kBuckets buckets (min, max and mean of
 // the samples in each), so the state is bounded whatever the sample rate or
@@ -23,7 +23,10 @@
 //   - the projection uses the larger of that slope and the current one (at
 //     most kAcceleration times the first): the smaller of the slopes of the
 //     upper envelope and of the bucket means over the recent half, neither of
-//     which lags, so an accelerating leak is projected at its current speed.
+//     which lags, so an accelerating leak is projected at its current speed;
+//     only when the upper envelope rises throughout that half (no jump, as
+//     for the lower one: a validation's memory taken at once is a bump, not
+//     acceleration).
 //   - Earlier, as soon as the evidence is strong: the window says that a
 //     healthy cycle lasts up to a third of it, so nothing shorter than that
 //     can tell a cycle's rise from a leak; but once the buckets since the
@@ -40,8 +43,9 @@
 //     what never passes waits for the envelopes.
 // On every sample, the time to the limit is projected from the recent peak
 // (the top of the sawtooth is what meets the limit first); the policy fires
-// when that is less than `horizon`. While there is a trend, outlook() gives
-// the slope and that projection (the supervisor logs when it appears or goes).
+// when that is less than `horizon`. While there is a trend (rule 1 or 4),
+// outlook() gives the slope and the sooner projection (the supervisor logs
+// when it appears or goes).
 //
 // 2. Steps per iteration. A worker that marks its iterations
 // (RECYCLER_ITERATION=N on the notify socket: Sample::iteration changes)
@@ -49,11 +53,11 @@
 // before it and the first at it, so neither the last iteration's working set
 // nor the next one's counts. From the last kBoundaries levels (bounded), the
 // growth per iteration is the median of the steps between them, and it is
-// steady when there are at least kMinSteps steps, all of them growth, the
-// smallest at least kSteadyShare of the largest (a one-off first-iteration
-// cost, or steps that stopped, are not steady), at least min_slope over the
-// median iteration's time. Then the next iteration is projected to peak one
-// step above the last one's peak (the highest value between the last two
+// steady (trend.h: steady_step) when there are at least two steps, all of
+// them growth, the smallest at least half the largest (a one-off
+// first-iteration cost, or steps that stopped, are not steady), at least
+// min_slope over the median iteration's time. Then the next iteration is
+// projected to peak one step above the last one's peak (the highest value between the last two
 // boundaries): when that reaches the limit, the policy fires at the
 // boundary, between iterations, whatever the horizon. Boundaries count from
 // the first, warm-up or not: the steps must agree, which is the warm-up's
@@ -67,10 +71,41 @@
 // plus the median riser, against the limit. A staircase whose current tread
 // has lasted twice its usual time has stopped and projects nothing.
 //
+// 4. Window over window. A periodic shape as long as the window (an epoch
+// whose validation takes its memory at the end) is one cycle in it: rule 1
+// sees its bump as a jump, rule 3 one riser at most. So like phases are
+// compared from one window to the next: the mean and the lowest value of
+// each window since the warm-up (trend.h: Spans, the last kSpans), alike
+// for any shape that repeats once or more a window. When the means rise in
+// steady steps (trend.h: steady_step, as the iterations' levels of rule 2;
+// means, which heavy noise hardly moves), each at least the samples' noise
+// and min_slope over a window, and every low rises with them (at least
+// kLowStepShare of a step: a step taken once, split between two windows'
+// means, moves the lows once), each closed bucket of the window is
+// projected to recur a window later, a step higher: the first like bucket
+// whose value reaches the limit is when it is crossed. So is the trend line
+// (the window's bucket means carried along the slope: a whole cycle, which
+// its bump does not move) plus kNoiseMargin standard deviations of the
+// samples' noise (trend.h: sample_noise, from successive changes): under
+// heavy noise the first sample over the limit is the one that kills, before
+// the line crosses, and the window's peak holds only the noise it happened
+// to draw. Whichever crosses first; the policy fires when that is less than
+// `horizon` away. Growth that stops (a cache that filled) stops it a window
+// later. Rule 1 keeps no margin: under heavy noise its slope comes and goes,
+// and a margin would turn the noise into fires.
+//
+// The cost: per sample O(1) (a bucket, a window's low and sum, the
+// projections); per closed bucket, the Theil–Sen slopes (O(kBuckets^2)
+// pairs), the noise and the like phases (O(kBuckets)). Memory: kBuckets
+// buckets, kSpans + 1 windows, kBoundaries boundaries and scratch space
+// reused by every estimate.
+//
 // `estimator: least-squares` replaces all of that with least-squares slopes
 // of the bucket means once two thirds of a window are behind the warm-up
-// (whole window and recent half, the larger), and nothing else: the naive
-// baseline, kept to compare with on recorded timelines (`recycler replay`).
+// (whole window and recent half, the larger), projected from the recent
+// peak, and nothing else (no steps, no like phases, no noise margin): the
+// naive baseline, kept to compare with on recorded timelines (`recycler
+// replay`).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -111,8 +146,13 @@ constexpr double kEarlyHalfShare = 0.5;
 constexpr double kEarlySettleShare = 0.75;
 // Steps per iteration: the levels at the last kBoundaries boundaries.
 constexpr size_t kBoundaries = 5;
-constexpr size_t kMinSteps = 2;
-constexpr double kSteadyShare = 0.5;
+// Window over window: the last kSpans windows; each low rises at least
+// kLowStepShare of the means' step.
+constexpr size_t kSpans = 5;
+constexpr double kLowStepShare = 0.25;
+// The projection keeps this many standard deviations of the samples' noise
+// below the limit: the first noisy sample over it is the one that kills.
+constexpr double kNoiseMargin = 3;
 
 double seconds(Duration d) {
   return std::chrono::duration<double>(d).count();
@@ -132,6 +172,12 @@ double median_of(std::vector<double>& values) {
   std::nth_element(values.begin(), mid, values.end());
   if (values.size() % 2 == 1) return *mid;
   return (*std::max_element(values.begin(), mid) + *mid) / 2;
+}
+
+// The bucket with the highest value; `buckets` are not empty.
+const Bucket& highest(std::span<const Bucket> buckets) {
+  return *std::max_element(buckets.begin(), buckets.end(),
+                           [](const Bucket& a, const Bucket& b) { return a.max < b.max; });
 }
 
 // The settings it accepts (registered with it: the docs are checked against them).
@@ -208,7 +254,7 @@ class Leak final : public Policy {
   }
 
   std::unique_ptr<PolicyState> start(const WorkerContext& worker) const override {
-    auto state = std::make_unique<State>(seconds(s_.window) / kBuckets);
+    auto state = std::make_unique<State>(seconds(s_.window) / kBuckets, seconds(s_.window));
     state->started = worker.started;
     state->limit = s_.limit.resolve(worker.memory_max);
     state->origin = s_.limit.origin(worker.memory_max);
@@ -235,28 +281,28 @@ class Leak final : public Policy {
     bool closed = false;
     if (t >= seconds(s_.warmup)) {
       closed = st.window.add(t, x);
+      st.spans.add(t - seconds(s_.warmup), x);
       if (closed) estimate(st);
     }
 
-    std::optional<double> eta;
-    double peak = 0;
-    if (st.trend) {
-      peak = std::max(st.trend->peak, st.window.current()->max);
-      eta = std::max(0.0, (static_cast<double>(*st.limit) - peak) / st.trend->slope);
+    const auto projected = soonest(st, t);
+    if (projected) {
+      const auto& [trend, p] = *projected;
       // A trend is only ever new on a closed bucket: the outlook is set with it.
       if (closed)
-        st.outlook = Outlook{st.trend->slope, *eta, summary(st, peak, *eta)};
+        st.outlook = Outlook{trend->slope, p.eta, summary(st, *trend, p)};
       else
-        st.outlook->predicted_s = *eta;
+        st.outlook->predicted_s = p.eta;
     } else {
       st.outlook.reset();
     }
     if (Decision d = step_decision(st, t)) return d;
-    if (!eta || *eta >= seconds(s_.horizon)) return Decision::none();
+    if (!projected || projected->second.eta >= seconds(s_.horizon)) return Decision::none();
+    const auto& [trend, p] = *projected;
     Decision d;
     d.action = s_.action;
-    d.reason = summary(st, peak, *eta) + " < horizon " + format_duration(s_.horizon);
-    d.predicted_s = eta;
+    d.reason = summary(st, *trend, p) + " < horizon " + format_duration(s_.horizon);
+    d.predicted_s = p.eta;
     return d;
   }
 
@@ -268,8 +314,23 @@ class Leak final : public Policy {
  private:
   struct Trend {
     double slope;    // bytes per second, > 0
-    double covered;  // seconds of window behind it
-    double peak;     // the highest value of the closed buckets an envelope span back
+    double covered;  // seconds of samples behind it
+    // The highest value lately: of the closed buckets an envelope span back
+    // (rule 1), or of the window (rule 4).
+    double peak;
+    // Rule 4: when the closed buckets' like phases, a step higher each
+    // window, first reach the limit (seconds since the start).
+    std::optional<double> phase_crosses = std::nullopt;
+    // Rule 4: the trend line at `at` (the newest closed bucket's end), and
+    // the samples' noise around it, for the margin.
+    double level = 0, at = 0;
+    std::optional<double> noise = std::nullopt;
+  };
+  // When the limit is projected to be reached, from what level.
+  struct Projection {
+    double eta = 0;     // seconds from now
+    double level = 0;   // the recent peak, or the trend line now
+    double margin = 0;  // > 0: the trend line plus this margin for the noise decided
   };
   // Growth in steps, per iteration (rule 2) or seen in the samples (rule 3).
   struct Steps {
@@ -285,12 +346,15 @@ class Leak final : public Policy {
     double peak = 0;   // the highest it went in the iteration that ended there
   };
   struct State final : PolicyState {
-    explicit State(double width) : window(width, kBuckets) {}
+    State(double width, double window_length)
+        : window(width, kBuckets), spans(window_length, kSpans) {}
     TimePoint started;
     std::optional<uint64_t> limit;
     std::string origin;
     BucketWindow window;
-    std::optional<Trend> trend;      // as of the last closed bucket
+    Spans spans;  // the windows since the warm-up: their lows and means
+    // As of the last closed bucket: rule 1's trend, rule 4's like phases.
+    std::optional<Trend> trend, like_phases;
     std::optional<Outlook> outlook;  // while there is a trend
     std::optional<Steps> steps;
     // Iterations: the last number, the last boundaries (a ring), the value
@@ -302,8 +366,9 @@ class Leak final : public Policy {
     double high = 0;
     // Scratch space reused by every estimate.
     std::vector<Bucket> closed;
+    std::vector<Spans::Span> windows;
     std::vector<Point> points, lower, upper, floors;
-    std::vector<double> scratch, steps_scratch, spacings;
+    std::vector<double> scratch, levels, spacings;
   };
 
   // Rule 2: records a boundary where the iteration number changes, and
@@ -322,22 +387,20 @@ class Leak final : public Policy {
     st.high = x;
     st.steps.reset();
     const size_t n = std::min(st.boundary_count, kBoundaries);
-    if (n < kMinSteps + 1) return;
     auto at = [&](size_t k) -> const Boundary& {  // k = 0: the oldest of the last n
       return st.boundaries[(st.boundary_count - n + k) % kBoundaries];
     };
-    st.steps_scratch.clear();
+    st.levels.clear();
     st.spacings.clear();
-    for (size_t k = 1; k < n; ++k) {
-      st.steps_scratch.push_back(at(k).level - at(k - 1).level);
-      st.spacings.push_back(at(k).t - at(k - 1).t);
+    for (size_t k = 0; k < n; ++k) {
+      st.levels.push_back(at(k).level);
+      if (k > 0) st.spacings.push_back(at(k).t - at(k - 1).t);
     }
-    auto [low, high] = std::minmax_element(st.steps_scratch.begin(), st.steps_scratch.end());
-    if (*low <= 0 || *low < kSteadyShare * *high) return;
-    const double step = median_of(st.steps_scratch);
+    const auto step = steady_step(st.levels, st.scratch);
+    if (!step) return;
     const double spacing = median_of(st.spacings);
-    if (spacing <= 0 || step / spacing < s_.min_slope) return;
-    st.steps = Steps{step, spacing, std::max(b.peak, b.level), t, sample.iteration};
+    if (spacing <= 0 || *step / spacing < s_.min_slope) return;
+    st.steps = Steps{*step, spacing, std::max(b.peak, b.level), t, sample.iteration};
   }
 
   // Rules 2 and 3: fires when the next step would reach the limit.
@@ -368,10 +431,11 @@ class Leak final : public Policy {
     return d;
   }
 
-  // Estimates the trend (rule 1) and, without iterations, the staircase
-  // (rule 3) again from the closed buckets.
+  // Estimates the trend (rule 1), without iterations the staircase (rule 3),
+  // and window over window (rule 4) again from the closed buckets.
   void estimate(State& st) const {
     st.trend.reset();
+    st.like_phases.reset();
     st.window.closed(st.closed);
     if (!s_.least_squares && !st.iteration) staircase(st);
     if (st.closed.empty()) return;
@@ -385,8 +449,91 @@ class Leak final : public Policy {
       slope = s_.least_squares ? least_squares_slope(st) : robust_slope(st);
     else if (!s_.least_squares && newest - st.closed.front().index >= kEarlyBuckets)
       slope = early_slope(st);
-    if (!slope || *slope < s_.min_slope) return;
-    st.trend = Trend{*slope, covered, recent_peak(st, newest - kEnvelopeBuckets)};
+    if (slope && *slope >= s_.min_slope)
+      st.trend = Trend{*slope, covered, recent_peak(st, newest - kEnvelopeBuckets)};
+    if (!s_.least_squares) st.like_phases = window_over_window(st);
+  }
+
+  // Rule 4: consecutive windows whose means rise in steady steps above the
+  // noise, their lows with them: a shape that repeats once a window (an
+  // epoch as long as it) and keeps a little more each time. Each closed
+  // bucket's like phase recurs a window later, a step higher.
+  std::optional<Trend> window_over_window(State& st) const {
+    st.spans.closed(st.windows);
+    st.levels.clear();
+    for (const Spans::Span& w : st.windows) st.levels.push_back(w.mean());
+    const auto step = steady_step(st.levels, st.scratch);
+    const double length = st.spans.length();
+    if (!step || *step / length < s_.min_slope) return std::nullopt;
+    for (size_t k = 1; k < st.windows.size(); ++k)
+      if (st.windows[k].low - st.windows[k - 1].low < kLowStepShare * *step) return std::nullopt;
+    // The noise around a line of that slope, or a flat one (growth that
+    // stopped in this window): the better fit.
+    const double noise = std::min(sample_noise(st.closed, *step / length, st.scratch).value_or(0),
+                                  sample_noise(st.closed, 0, st.scratch).value_or(0));
+    if (*step < noise) return std::nullopt;
+    Trend out{*step / length, static_cast<double>(st.levels.size()) * length,
+              highest(st.closed).max};
+    // The line through the whole window, a whole cycle, which the cycle's
+    // bump does not move.
+    out.at = static_cast<double>(st.window.current()->index) * st.window.width();
+    out.level = line_level(st, out.slope, out.at);
+    out.noise = noise;
+    for (const Bucket& b : st.closed) {
+      const double crosses = like_phase_crosses(st, b, *step);
+      out.phase_crosses = std::min(out.phase_crosses.value_or(crosses), crosses);
+    }
+    return out;
+  }
+
+  // When bucket `b`'s like phase, `step` higher every window, reaches the
+  // limit: at the start of a like bucket, whole windows later.
+  double like_phase_crosses(const State& st, const Bucket& b, double step) const {
+    const double windows = std::ceil((static_cast<double>(*st.limit) - b.max) / step);
+    return static_cast<double>(b.index) * st.window.width() +
+           std::max(0.0, windows) * st.spans.length();
+  }
+
+  // Of rules 1 and 4, the trend that reaches the limit soonest, and when.
+  std::optional<std::pair<const Trend*, Projection>> soonest(const State& st, double t) const {
+    std::optional<std::pair<const Trend*, Projection>> out;
+    for (const std::optional<Trend>* trend : {&st.trend, &st.like_phases}) {
+      if (!*trend) continue;
+      const Projection p = project(st, **trend, t);
+      if (!out || p.eta < out->second.eta) out.emplace(&**trend, p);
+    }
+    return out;
+  }
+
+  // The trend line's value at `at`: the median of the closed buckets'
+  // means, each carried along `slope` to `at`.
+  static double line_level(State& st, double slope, double at) {
+    st.scratch.clear();
+    for (const Bucket& b : st.closed) st.scratch.push_back(b.mean() + slope * (at - b.mean_t()));
+    return median_of(st.scratch);
+  }
+
+  // Rules 1 and 4, at `t`: the recent peak along the slope (rule 4: the like
+  // phases, the current bucket's too, or the trend line with the noise's
+  // margin above it, whichever reaches the limit first).
+  Projection project(const State& st, const Trend& tr, double t) const {
+    const double limit = static_cast<double>(*st.limit);
+    const Bucket& current = *st.window.current();
+    Projection out{0, std::max(tr.peak, current.max), 0};
+    if (tr.phase_crosses) {
+      const double step = tr.slope * st.spans.length();
+      out.eta = std::min(*tr.phase_crosses, like_phase_crosses(st, current, step)) - t;
+    } else {
+      out.eta = (limit - out.level) / tr.slope;
+    }
+    if (tr.noise) {
+      const double line = tr.level + tr.slope * (t - tr.at);
+      const double margin = kNoiseMargin * *tr.noise;
+      if (const double eta = (limit - line - margin) / tr.slope; eta < out.eta)
+        out = Projection{eta, line, margin};
+    }
+    out.eta = std::max(0.0, out.eta);
+    return out;
   }
 
   // The highest value of the closed buckets after bucket `after`.
@@ -460,7 +607,8 @@ class Leak final : public Policy {
     if (!slope || *slope < s_.min_slope) return std::nullopt;
     const double whole = *rise(st.lower);
     const double span = st.lower.back().t - st.lower.front().t;
-    const double jump = largest_jump(st.lower, std::max(w, span / 8) + w / 2);
+    const double jump_span = std::max(w, span / 8) + w / 2;
+    const double jump = largest_jump(st.lower, jump_span);
     if (whole <= 0 || jump > kMaxJumpShare * whole) return std::nullopt;
     const double mid = st.lower.front().t + span / 2;
     auto recent = [&](const std::vector<Point>& e) {
@@ -479,7 +627,11 @@ class Leak final : public Policy {
     for (const Bucket& b : st.closed)
       if (double end = static_cast<double>(b.index + 1) * w; end >= mid)
         st.points.push_back({end, b.mean()});
-    auto peaks = theil_sen(recent(st.upper), st.scratch);
+    // Only growth throughout the recent half is faster growth: not a bump
+    // taken at once (validation's memory, in an epoch as long as the window).
+    auto upper = recent(st.upper);
+    if (largest_jump(upper, jump_span) > kMaxJumpShare * *rise(upper)) return slope;
+    auto peaks = theil_sen(upper, st.scratch);
     auto means = theil_sen(st.points, st.scratch);
     double now = std::min(peaks.value_or(*slope), means.value_or(*slope));
     return std::max(*slope, std::min(now, kAcceleration * *slope));
@@ -500,12 +652,20 @@ class Leak final : public Policy {
     st.steps = Steps{stairs->step, stairs->spacing, peak, stairs->last, std::nullopt};
   }
 
-  // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m"
-  std::string summary(const State& st, double peak, double eta) const {
-    return std::string(to_string(s_.metric)) + " +" + size_text(st.trend->slope * 60) +
-           "/min over " + format_duration(whole_seconds(st.trend->covered)) + ", " +
-           format_size(static_cast<uint64_t>(peak)) + " of " + format_size(*st.limit) + st.origin +
-           ", limit in " + format_duration(whole_seconds(eta));
+  // "anon +38 MiB/min over 10m, 2.1 GiB of 2.7 GiB (90% of 3 GiB), limit in 16m";
+  // "anon +6 MiB/min over 10m, 3.44 GiB + 75 MiB (3 sigma of noise) of ...";
+  // "anon +3 MiB/min over 50m (+30 MiB a window at like phases), 3.59 GiB of ..."
+  std::string summary(const State& st, const Trend& tr, const Projection& p) const {
+    std::string over = format_duration(whole_seconds(tr.covered));
+    if (tr.phase_crosses)
+      over += " (+" + size_text(tr.slope * st.spans.length()) + " a window at like phases)";
+    std::string level = format_size(static_cast<uint64_t>(std::max(0.0, p.level)));
+    if (p.margin > 0)
+      level += " + " + size_text(p.margin) + " (" + std::to_string(static_cast<int>(kNoiseMargin)) +
+               " sigma of noise)";
+    return std::string(to_string(s_.metric)) + " +" + size_text(tr.slope * 60) + "/min over " +
+           over + ", " + level + " of " + format_size(*st.limit) + st.origin + ", limit in " +
+           format_duration(whole_seconds(p.eta));
   }
 
   Settings s_;

@@ -172,6 +172,17 @@ std::optional<Staircase> find_staircase(std::span<const Point> floors, double wi
   return out;
 }
 
+std::optional<double> steady_step(std::span<const double> levels, std::vector<double>& scratch) {
+  constexpr size_t kMinSteps = 2;
+  constexpr double kSteadyShare = 0.5;
+  if (levels.size() < kMinSteps + 1) return std::nullopt;
+  scratch.clear();
+  for (size_t k = 1; k < levels.size(); ++k) scratch.push_back(levels[k] - levels[k - 1]);
+  auto [low, high] = std::minmax_element(scratch.begin(), scratch.end());
+  if (*low <= 0 || *low < kSteadyShare * *high) return std::nullopt;
+  return median(scratch);
+}
+
 void lower_envelope(std::span<const Point> points, double span, std::vector<Point>& out) {
   envelope(points, span, out, [](double a, double b) { return a < b; });
 }
@@ -197,12 +208,20 @@ bool BucketWindow::add(double t, double v) {
   bool opened = index > newest_;
   if (opened) newest_ = index;
   Bucket& b = slot(index);
-  if (b.index != index) b = Bucket{index, v, v, 0, 0, 0};  // unused, or a bucket that left
+  if (b.index != index) b = Bucket{.index = index, .min = v, .max = v};  // unused, or one that left
   b.min = std::min(b.min, v);
   b.max = std::max(b.max, v);
   b.sum += v;
   b.t_sum += t;
   ++b.samples;
+  if (previous_) {
+    const double dv = v - previous_->v, dt = t - previous_->t;
+    b.dv2 += dv * dv;
+    b.dvdt += dv * dt;
+    b.dt2 += dt * dt;
+    ++b.changes;
+  }
+  previous_ = Point{t, v};
   return opened;
 }
 
@@ -215,6 +234,52 @@ void BucketWindow::closed(std::vector<Bucket>& out) const {
 
 const BucketWindow::Bucket* BucketWindow::current() const {
   return newest_ < 0 ? nullptr : &slot(newest_);
+}
+
+std::optional<double> sample_noise(std::span<const BucketWindow::Bucket> buckets, double slope,
+                                   std::vector<double>& scratch) {
+  scratch.clear();
+  double changes = 0;
+  for (const BucketWindow::Bucket& b : buckets) {
+    if (b.changes == 0) continue;
+    // The sum of (dv - slope dt)^2, expanded.
+    const double squares = b.dv2 - 2 * slope * b.dvdt + slope * slope * b.dt2;
+    scratch.push_back(std::max(0.0, squares) / static_cast<double>(b.changes));
+    changes += static_cast<double>(b.changes);
+  }
+  if (scratch.empty()) return std::nullopt;
+  // A mean of n squared changes is about chi-square with 2n/3 degrees of
+  // freedom (neighbouring changes share a sample), whose median is
+  // (1 - 2 / (9 dof))^3 of its mean (Wilson and Hilferty).
+  const double dof = std::max(1.0, 2 * changes / static_cast<double>(scratch.size()) / 3);
+  const double median_share = std::pow(1 - 2 / (9 * dof), 3);
+  return std::sqrt(median(scratch) / (2 * median_share));
+}
+
+Spans::Spans(double length, size_t kept) : length_(length), spans_(kept + 1) {}
+
+void Spans::add(double t, double v) {
+  const auto index = static_cast<int64_t>(std::floor(t / length_));
+  const auto kept = static_cast<int64_t>(spans_.size());
+  if (index < 0 || (newest_ >= 0 && index <= newest_ - kept)) return;
+  newest_ = std::max(newest_, index);
+  Span& s = spans_[static_cast<size_t>(index) % spans_.size()];
+  if (s.index != index) s = Span{.index = index, .low = v};
+  s.low = std::min(s.low, v);
+  s.sum += v;
+  ++s.samples;
+}
+
+void Spans::closed(std::vector<Span>& out) const {
+  out.clear();
+  const auto kept = static_cast<int64_t>(spans_.size());
+  for (int64_t k = std::max<int64_t>(0, newest_ - kept + 1); k < newest_; ++k) {
+    const Span& s = spans_[static_cast<size_t>(k) % spans_.size()];
+    if (s.index != k)
+      out.clear();  // a gap: what came before it does not follow on
+    else
+      out.push_back(s);
+  }
 }
 
 }  // namespace recycler::policies

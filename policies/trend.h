@@ -3,8 +3,10 @@
 // the slopes between every pair of points, which up to ~29% of wild points
 // cannot move) and plain least squares (the naive baseline), and the helpers
 // that keep its estimate honest on the shapes of healthy memory use: sawtooth
-// cycles, one-off steps, spikes. Pure functions. Gaps and irregular spacing
-// are fine everywhere; pairs of points at the same t carry no slope.
+// cycles, one-off steps, spikes, noise, and shapes that repeat window over
+// window. Pure functions and two small bounded records of samples. Gaps and
+// irregular spacing are fine everywhere; pairs of points at the same t carry
+// no slope.
 #pragma once
 
 #include <cstddef>
@@ -75,6 +77,12 @@ struct Staircase {
 std::optional<Staircase> find_staircase(std::span<const Point> floors, double width,
                                         std::vector<Point>& scratch);
 
+// Growth in steady steps: `levels` (in time order) each a step above the one
+// before, at least two steps, all of them growth, the smallest at least half
+// the largest (a one-off first step, or steps that stopped, are not steady).
+// The median step; nullopt otherwise. `scratch` is reused.
+std::optional<double> steady_step(std::span<const double> levels, std::vector<double>& scratch);
+
 // The running minimum (lower) or maximum (upper) of a series in time order
 // over a trailing span > 0: for each point, the extreme of the values at times
 // in (t - span, t]. A sawtooth whose period is at most `span` has flat envelopes
@@ -88,13 +96,19 @@ void upper_envelope(std::span<const Point> points, double span, std::vector<Poin
 // however long a worker runs and however often it is sampled. Bucket k holds
 // the samples with t in [k * width, (k + 1) * width); the window is the
 // newest bucket (the current one, still filling) and `closed` buckets before
-// it. Buckets without samples (gaps) are simply absent.
+// it. Buckets without samples (gaps) are simply absent. Each bucket also
+// keeps sums of its samples' changes from the sample before each (in
+// whichever bucket that was) and of the time between them: the noise.
 class BucketWindow {
  public:
   struct Bucket {
     int64_t index = -1;  // k; -1: never used
     double min = 0, max = 0, sum = 0, t_sum = 0;
     uint64_t samples = 0;
+    // Over the changes dv in dt since the previous sample: sums of dv^2,
+    // dv * dt and dt^2, and how many (the window's first sample has none).
+    double dv2 = 0, dvdt = 0, dt2 = 0;
+    uint64_t changes = 0;
 
     double mean() const { return sum / static_cast<double>(samples); }
     double mean_t() const { return t_sum / static_cast<double>(samples); }
@@ -120,6 +134,54 @@ class BucketWindow {
 
   double width_;
   std::vector<Bucket> slots_;  // closed + 1, by index modulo their number
+  int64_t newest_ = -1;
+  std::optional<Point> previous_;  // the last sample
+};
+
+// The standard deviation of the samples around a line of `slope` (bytes per
+// second), from the buckets' changes between successive samples less the
+// line's (white noise: each has variance 2 sigma^2): the median over the
+// buckets of their mean squared change, so that the few buckets holding a
+// sawtooth's fall, a step or a spike do not count, corrected for the
+// median's bias with few changes a bucket (one change: the median of
+// chi-square(1) is 0.455 of its mean). nullopt without changes.
+// O(buckets); `scratch` is reused.
+std::optional<double> sample_noise(std::span<const BucketWindow::Bucket> buckets, double slope,
+                                   std::vector<double>& scratch);
+
+// The lowest value and the mean of each consecutive span of `length` seconds
+// (span k holds t in [k * length, (k + 1) * length)), for the current span
+// and the `kept` closed ones before it: a shape that repeats every span (an
+// epoch as long as the leak policy's window), or any number of times in it,
+// has the same low and mean in each; a leak raises both span over span. The
+// mean is the steadier under noise, the low the one a step taken once moves
+// only once. The same bounded memory however long a worker runs.
+class Spans {
+ public:
+  struct Span {
+    int64_t index = -1;  // k; -1: never used
+    double low = 0, sum = 0;
+    uint64_t samples = 0;
+
+    double mean() const { return sum / static_cast<double>(samples); }
+  };
+
+  // `length` > 0 seconds; `kept` > 0 closed spans.
+  Spans(double length, size_t kept);
+
+  // Records value `v` at `t` seconds (t >= 0; a sample for a span already
+  // forgotten is dropped).
+  void add(double t, double v);
+
+  // The closed spans (all but the newest) that follow one another up to the
+  // last closed one, oldest first, into `out`: a span without samples (a
+  // gap) starts the run afresh.
+  void closed(std::vector<Span>& out) const;
+  double length() const { return length_; }
+
+ private:
+  double length_;
+  std::vector<Span> spans_;  // kept + 1, by index modulo their number
   int64_t newest_ = -1;
 };
 

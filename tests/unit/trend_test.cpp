@@ -1,5 +1,6 @@
 // The trend estimators and helpers: exact lines, outliers, gaps, degenerate
-// input; envelopes of sawtooths and steps; the bucketed window.
+// input; envelopes of sawtooths and steps; steady steps; the bucketed window
+// and the noise it measures; the lows and means of consecutive spans.
 #include "policies/trend.h"
 
 #include <gmock/gmock.h>
@@ -361,6 +362,136 @@ TEST(BucketWindow, AWindowLongGapForgetsEverything) {
   w.closed(closed);
   EXPECT_TRUE(closed.empty());
   EXPECT_EQ(w.current()->min, 3);
+}
+
+TEST(BucketWindow, SumsEachSamplesChangeFromTheOneBefore) {
+  BucketWindow w(10, 4);
+  w.add(0, 5);
+  EXPECT_EQ(w.current()->changes, 0u) << "nothing before the first sample";
+  w.add(4, 9);
+  w.add(12, 6);  // its change, from the sample at 4, counts in bucket 1
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].changes, 1u);
+  EXPECT_DOUBLE_EQ(closed[0].dv2, 16);
+  EXPECT_DOUBLE_EQ(closed[0].dvdt, 16);
+  EXPECT_DOUBLE_EQ(closed[0].dt2, 16);
+  EXPECT_EQ(w.current()->changes, 1u);
+  EXPECT_DOUBLE_EQ(w.current()->dv2, 9);
+  EXPECT_DOUBLE_EQ(w.current()->dvdt, -24);
+  EXPECT_DOUBLE_EQ(w.current()->dt2, 64);
+}
+
+TEST(SteadyStep, IsTheMedianStepOfSteadyGrowth) {
+  std::vector<double> scratch;
+  EXPECT_EQ(steady_step(std::vector<double>{100, 110, 121, 130}, scratch), 10);
+  EXPECT_EQ(steady_step(std::vector<double>{0, 30, 60}, scratch), 30);
+}
+
+TEST(SteadyStep, NeedsTwoStepsAllOfThemGrowthNoneUnderHalfTheLargest) {
+  std::vector<double> scratch;
+  EXPECT_FALSE(steady_step(std::vector<double>{0, 30}, scratch)) << "one step";
+  EXPECT_FALSE(steady_step(std::vector<double>{0, 30, 60, 60}, scratch)) << "stopped";
+  EXPECT_FALSE(steady_step(std::vector<double>{0, 30, 60, 55}, scratch)) << "fell";
+  EXPECT_FALSE(steady_step(std::vector<double>{0, 100, 110, 120}, scratch)) << "one-off first";
+  EXPECT_TRUE(steady_step(std::vector<double>{0, 20, 30, 40}, scratch)) << "half the largest";
+}
+
+// Buckets of `width` seconds of a line of `slope` with Gaussian noise of
+// `sigma`, sampled every `step` seconds for 64 buckets.
+std::vector<BucketWindow::Bucket> noisy_buckets(double width, double step, double slope,
+                                                double sigma, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal(0, sigma);
+  BucketWindow w(width, 64);
+  for (double t = 0; t < 65 * width; t += step) w.add(t, 1e9 + slope * t + normal(gen));
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  return closed;
+}
+
+TEST(SampleNoise, IsTheNoisesStandardDeviationWhateverTheSamplesABucket) {
+  std::vector<double> scratch;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    // One sample a bucket (10 s samples, a 10m window), ten, a hundred.
+    for (double step : {9.375, 0.9375, 0.09375}) {
+      auto buckets = noisy_buckets(9.375, step, 1e5, 25e6, seed);
+      EXPECT_NEAR(*sample_noise(buckets, 1e5, scratch), 25e6, 25e6 * 0.25)
+          << "seed " << seed << ", a sample every " << step << " s";
+    }
+  }
+}
+
+TEST(SampleNoise, TheLinesOwnChangesAreNotNoise) {
+  std::vector<double> scratch;
+  auto buckets = noisy_buckets(10, 1, 6e5, 0, 1);
+  EXPECT_NEAR(*sample_noise(buckets, 6e5, scratch), 0, 1);
+  EXPECT_NEAR(*sample_noise(buckets, 0, scratch), 6e5 / std::sqrt(2 * 0.93), 6e5 * 0.05)
+      << "measured around a flat line, the growth is all change";
+}
+
+TEST(SampleNoise, ASawtoothsFallsAndSpikesDoNotCount) {
+  std::mt19937_64 gen(3);
+  std::normal_distribution<double> normal(0, 1e6);
+  BucketWindow w(10, 64);
+  for (double t = 0; t < 650; t += 2) {
+    double v = 1e9 + 1e8 * std::fmod(t, 120) / 120 + normal(gen);  // a fall every 12 buckets
+    if (std::fmod(t, 100) == 0) v += 5e8;                          // a spike every 10
+    w.add(t, v);
+  }
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  std::vector<double> scratch;
+  // The sawtooth's rise, 1.7 MB a sample, adds to the noise; its falls and the spikes do not.
+  EXPECT_NEAR(*sample_noise(closed, 0, scratch), std::hypot(1e6, 1.7e6 / std::sqrt(2)), 0.3e6);
+}
+
+TEST(SampleNoise, NoneWithoutChanges) {
+  std::vector<double> scratch;
+  EXPECT_FALSE(sample_noise({}, 0, scratch));
+  BucketWindow w(10, 4);
+  w.add(0, 1);
+  w.add(12, 1);
+  std::vector<BucketWindow::Bucket> closed;
+  w.closed(closed);
+  EXPECT_FALSE(sample_noise(closed, 0, scratch)) << "the first sample has no change";
+}
+
+std::vector<double> lows(const Spans& spans) {
+  std::vector<Spans::Span> closed;
+  spans.closed(closed);
+  std::vector<double> out;
+  for (const Spans::Span& s : closed) out.push_back(s.low);
+  return out;
+}
+
+TEST(Spans, KeepTheLowAndTheMeanOfEachClosedSpan) {
+  Spans spans(600, 3);
+  for (double t = 0; t < 3000; t += 10) spans.add(t, 100 + 30 * std::floor(t / 600) + (t == 650));
+  std::vector<Spans::Span> closed;
+  spans.closed(closed);
+  ASSERT_EQ(closed.size(), 3u) << "the last 3 closed spans, not the current one";
+  EXPECT_EQ(closed[0].index, 1);
+  EXPECT_EQ(closed[0].low, 130);
+  EXPECT_DOUBLE_EQ(closed[0].mean(), 130 + 1.0 / 60);
+  EXPECT_EQ(closed[0].samples, 60u);
+  EXPECT_THAT(lows(spans), ElementsAre(130, 160, 190));
+  EXPECT_EQ(spans.length(), 600);
+}
+
+TEST(Spans, AGapStartsTheRunAfresh) {
+  Spans spans(10, 5);
+  for (double t : {0.0, 11.0, 35.0, 41.0, 52.0}) spans.add(t, t);
+  EXPECT_THAT(lows(spans), ElementsAre(35, 41)) << "span 2 had no sample";
+}
+
+TEST(Spans, ASampleForAForgottenSpanIsDropped) {
+  Spans spans(10, 2);
+  for (double t : {0.0, 10.0, 20.0, 30.0}) spans.add(t, 5);
+  spans.add(1, -1);   // span 0: forgotten
+  spans.add(11, -2);  // span 1: still kept
+  EXPECT_THAT(lows(spans), ElementsAre(-2, 5));
 }
 
 }  // namespace
