@@ -56,10 +56,27 @@ inline constexpr EnumName<LogLevel> kLogLevels[] = {{LogLevel::Trace, "trace"},
 struct Limits {
   std::optional<uint64_t> memory_max;   // bytes; v1 memory.limit_in_bytes, v2 memory.max
   std::optional<uint64_t> memory_high;  // bytes; v1 memory.soft_limit_in_bytes, v2 memory.high
+  // The kernel's settings libcgroup is not given (cgroup/memory_settings.h
+  // writes them, and says which this host cannot apply). Unset: the default.
+  std::optional<uint64_t> memory_low;  // bytes; v2 memory.low (reclaim protection); v1 has none
+  // Swap the worker may use: default none, so that a leak meets memory_max or
+  // its policy instead of thrashing; kUnlimitedSwap: no limit. v2
+  // memory.swap.max; v1 memory.memsw.limit_in_bytes = memory_max + swap_max,
+  // so only with memory_max.
+  std::optional<uint64_t> swap_max;
+  // v2 memory.oom.group: an OOM kill takes every process of the worker, never
+  // half of it. Default on; v1 has none.
+  std::optional<bool> oom_group;
   std::optional<uint64_t> pids_max;
   std::optional<double> cpu;  // CPUs: 1.5 = 150 ms of CPU time per 100 ms period
 
-  bool any() const { return memory_max || memory_high || pids_max || cpu; }
+  static constexpr uint64_t kUnlimitedSwap = UINT64_MAX;
+  uint64_t swap_limit() const { return swap_max.value_or(0); }
+  bool groups_oom() const { return oom_group.value_or(true); }
+  // Whether any limit is written in the config (the defaults are not).
+  bool any() const {
+    return memory_max || memory_high || memory_low || swap_max || oom_group || pids_max || cpu;
+  }
   bool operator==(const Limits&) const = default;
 };
 

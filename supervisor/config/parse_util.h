@@ -131,6 +131,14 @@ void set(T& out, const std::optional<U>& v) {
   if (v) out = static_cast<T>(*v);
 }
 
+// true or false (YAML's yes, no, on and off are refused as ambiguous).
+inline std::optional<bool> read_bool(const Field& f, Report& r) {
+  static constexpr std::string_view kWords[] = {"true", "false"};
+  auto word = read_choice(f, kWords, r);
+  if (!word) return std::nullopt;
+  return *word == "true";
+}
+
 // strchr() would also find the terminating NUL, which YAML can spell "\0".
 inline bool one_of(char c, const char* chars) {
   return c != '\0' && std::strchr(chars, c) != nullptr;
@@ -191,7 +199,8 @@ inline constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_
 inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
                                                      "policies"};
 inline constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
-inline constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
+inline constexpr std::string_view kLimitKeys[] = {
+    "memory_max", "memory_high", "memory_low", "swap_max", "oom_group", "pids_max", "cpu"};
 inline constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
 inline constexpr std::string_view kRestartKeys[] = {"mode", "backoff", "crash_loop"};
 inline constexpr std::string_view kBackoffKeys[] = {"initial", "max", "reset_after"};

@@ -21,6 +21,12 @@ std::vector<Item> limit_items(const config::Limits& l) {
   if (l.memory_max) items.push_back({"memory", "memory_max " + units::format_size(*l.memory_max)});
   if (l.memory_high)
     items.push_back({"memory", "memory_high " + units::format_size(*l.memory_high)});
+  if (l.memory_low) items.push_back({"memory", "memory_low " + units::format_size(*l.memory_low)});
+  if (l.swap_max)
+    items.push_back({"memory", "swap_max " + (*l.swap_max == config::Limits::kUnlimitedSwap
+                                                  ? std::string("unlimited")
+                                                  : units::format_size(*l.swap_max))});
+  if (l.oom_group) items.push_back({"memory", *l.oom_group ? "oom_group on" : "oom_group off"});
   if (l.pids_max) items.push_back({"pids", "pids_max " + std::to_string(*l.pids_max)});
   if (l.cpu) items.push_back({"cpu", fmt::format("cpu {:g}", *l.cpu)});
   return items;

@@ -10,7 +10,9 @@
 
 namespace recycler {
 
-// "memory_max 2 GiB, memory_high 1.6 GiB, pids_max 256, cpu 1.5", or "no limits".
+// "memory_max 2 GiB, memory_high 1.6 GiB, pids_max 256, cpu 1.5", or "no limits":
+// what the config writes (memory_low, swap_max and oom_group too; their
+// defaults are not shown).
 std::string describe_limits(const config::Limits& limits);
 // The configured limits whose controller is in `missing` ("memory_max 2 GiB"), or "".
 std::string unenforceable_limits(const config::Limits& limits,

@@ -9,6 +9,7 @@
 namespace recycler {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // check printed ['python3', '-c', "print('hi')"] as python3 -c 'print('hi')',
@@ -29,6 +30,20 @@ TEST(Summary, AShellCommandIsShownAsWritten) {
     command: "echo 'hi' | tr a-z A-Z"
 )");
   EXPECT_THAT(describe_program(p), StartsWith("app: echo 'hi' | tr a-z A-Z; "));
+}
+
+TEST(Summary, TheMemorySettingsWrittenAreShownAndTheirDefaultsAreNot) {
+  config::ProgramConfig p = config::test::program(R"(programs:
+  app:
+    command: [/bin/true]
+    limits: {memory_max: 1GiB, memory_low: 256MiB, swap_max: unlimited, oom_group: false}
+)");
+  EXPECT_EQ(describe_limits(p.limits),
+            "memory_max 1 GiB, memory_low 256 MiB, swap_max unlimited, oom_group off");
+  EXPECT_EQ(unenforceable_limits(p.limits, {"memory"}),
+            "memory_max 1 GiB, memory_low 256 MiB, swap_max unlimited, oom_group off");
+  EXPECT_EQ(describe_limits(config::test::program("programs: {a: {command: [/bin/true]}}").limits),
+            "no limits");
 }
 
 }  // namespace
