@@ -197,6 +197,23 @@ struct AllocatorConfig {
   bool operator==(const AllocatorConfig&) const = default;
 };
 
+// `devices:`: each slot's share of the GPUs (CUDA_VISIBLE_DEVICES) and the
+// variables GPU frameworks read (supervisor/config/devices.h builds them).
+// Unset fields set nothing.
+struct DevicesConfig {
+  // What CUDA_VISIBLE_DEVICES entries are shared out: indexes or GPU-/MIG-
+  // UUIDs as written; empty with gpus_auto (resolved when recycler runs:
+  // runtime/gpu_pool.h) or without `gpus`.
+  std::vector<std::string> gpus;
+  bool gpus_auto = false;
+  unsigned per_slot = 1;                          // entries each slot gets
+  std::optional<std::string> pytorch_alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF
+  std::optional<bool> xla_preallocate;            // XLA_PYTHON_CLIENT_PREALLOCATE
+  std::optional<double> xla_mem_fraction;         // XLA_PYTHON_CLIENT_MEM_FRACTION, (0, 1]
+
+  bool operator==(const DevicesConfig&) const = default;
+};
+
 // Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
 // [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
 struct ListenAddress {
@@ -262,6 +279,7 @@ struct ProgramConfig {
   unsigned instances = 1;
   std::optional<unsigned> threads;
   AllocatorConfig allocator;
+  DevicesConfig devices;
   Limits limits;
   std::vector<Rlimit> rlimits;
   StopConfig stop;

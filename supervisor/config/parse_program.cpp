@@ -304,6 +304,7 @@ void parse_process(const MapView& map, const fs::path& base, ProgramConfig& p, P
   if (auto* v = map.get("instances")) set(p.instances, read_integer(*v, 1, kMaxInstances, r));
   if (auto* v = map.get("threads")) set(p.threads, read_integer(*v, 1, kMaxThreads, r));
   if (auto* v = map.find("allocator")) parse_allocator(*v, base, p, sites, r);
+  if (auto* v = map.find("devices")) parse_devices(*v, p, sites, r);
   if (auto* v = map.find("limits")) parse_limits(*v, p.limits, r);
   if (auto* v = map.find("rlimits")) parse_rlimits(*v, p, r);
   if (auto* v = map.find("stop")) parse_stop(*v, p.stop, r);

@@ -172,6 +172,7 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "instances",
                                                     "threads",
                                                     "allocator",
+                                                    "devices",
                                                     "limits",
                                                     "rlimits",
                                                     "stop",
@@ -194,6 +195,8 @@ inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "re
                                                     "ready_from"};
 inline constexpr std::string_view kAllocatorKeys[] = {
     "arena_max", "trim_threshold", "mmap_threshold", "top_pad", "preload", "jemalloc_conf"};
+inline constexpr std::string_view kDevicesKeys[] = {"gpus", "per_slot", "pytorch_alloc_conf",
+                                                    "xla_preallocate", "xla_mem_fraction"};
 inline constexpr std::string_view kRequestsKeys[] = {"pattern"};
 inline constexpr std::string_view kCheckpointKeys[] = {"signal", "timeout", "on_timeout"};
 inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
@@ -268,8 +271,9 @@ struct ProgramSites {
   std::optional<PreloadSite> preload;
   std::optional<AllocatorSite> allocator;
   std::vector<ListenSite> listen;
-  std::optional<Site> surge;    // recycle: mode: surge, for its memory headroom
-  std::optional<Site> command;  // a command list's first word, for the PATH lookup
+  std::optional<Site> surge;      // recycle: mode: surge, for its memory headroom
+  std::optional<Site> command;    // a command list's first word, for the PATH lookup
+  std::optional<Site> gpus_auto;  // devices.gpus: auto, which counts GPUs through NVML
 };
 
 struct ControlSites {
@@ -311,6 +315,9 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
 // parse_allocator.cpp
 void parse_allocator(const Field& f, const fs::path& base, ProgramConfig& p, ProgramSites& sites,
                      Report& r);
+
+// parse_devices.cpp: the GPUs of each slot and the frameworks' variables.
+void parse_devices(const Field& f, ProgramConfig& p, ProgramSites& sites, Report& r);
 
 // parse_listen.cpp: a program's sockets, and that no two programs share one.
 void parse_listen(const Field& f, const fs::path& base, ProgramConfig& p, ProgramSites& sites,

@@ -105,6 +105,13 @@ void Supervisor::start_up() {
 
 bool Supervisor::create_workers(Program& program) {
   const config::ProgramConfig& cfg = *program.config;
+  if (cfg.devices.gpus_auto) {
+    Status pool = gpu_pool_.resolve(cfg, config_.gpu.value_or(config::GpuConfig{}).nvml);
+    if (!pool) {
+      log::error("{}: {}", cfg.name, pool.error().message);
+      return false;
+    }
+  }
   // Bound before any worker starts, as root; those a reload keeps stay open.
   if (!cfg.listen.empty() || program.sockets) {
     listen::Binder binder(inherited_);

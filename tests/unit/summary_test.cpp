@@ -46,5 +46,19 @@ TEST(Summary, TheMemorySettingsWrittenAreShownAndTheirDefaultsAreNot) {
             "no limits");
 }
 
+TEST(Summary, EachSlotsGpusAreShown) {
+  config::ProgramConfig p = config::test::program(R"(programs:
+  train:
+    command: [/bin/true]
+    instances: 3
+    devices: {gpus: [0, 1], xla_preallocate: false, xla_mem_fraction: .5,
+              pytorch_alloc_conf: "expandable_segments:True"}
+)");
+  EXPECT_THAT(describe_program(p),
+              HasSubstr("; devices gpus 0,1, 1 per slot (train[0] 0; train[1] 1; train[2] 0), "
+                        "pytorch_alloc_conf expandable_segments:True, xla_preallocate false, "
+                        "xla_mem_fraction 0.5; "));
+}
+
 }  // namespace
 }  // namespace recycler
