@@ -22,6 +22,7 @@
 #include "policies/base/units.h"
 #include "policies/metric.h"
 #include "supervisor/cgroup/cgroup.h"
+#include "supervisor/cgroup/memory_settings.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/config/summary.h"
 #include "supervisor/config/wrap.h"
@@ -177,6 +178,8 @@ int check_command(const std::string& file) {
                !missing.empty()) {
       line += " (not enforced here, no controller: " + missing + ")";
     }
+    for (const std::string& why : cgroup::unapplied_settings(p.limits, layout))
+      line += " (not applied here: " + why + ")";
     std::cout << escape_text(line) << "\n";  // commands, paths: text from the file
     if (auto counting = describe_request_counting(p)) std::cout << escape_text(*counting) << "\n";
   }

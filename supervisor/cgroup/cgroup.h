@@ -53,6 +53,11 @@ struct Layout {
   std::string own;
   bool needs_leaf = false;
   std::vector<std::string> missing;  // controllers we wanted but the system lacks
+  // The optional memory files (files.h: swap, memory.low, oom.group) this
+  // kernel lacks, as far as detection can tell without creating a cgroup:
+  // v1 looks at the memory hierarchy's top, v2 at recycler's own cgroup when
+  // the memory controller is enabled there; empty when it cannot tell.
+  std::vector<std::string> absent_files;
   // Set when limits cannot be enforced here; says why, for logs and `check`.
   std::optional<std::string> not_enforced;
 

@@ -93,6 +93,17 @@ void check_v2_delegation(Layout& layout, const Hierarchy& h) {
                           " (run recycler as root, or with Delegate=yes)";
 }
 
+// The optional memory files (files.h) the memory cgroup `dir` lacks: judged
+// only where `dir` has the hard limit's file (not a v2 root, which has none
+// of them; not a cgroup without the memory controller).
+void find_absent_files(Layout& layout, const std::string& dir) {
+  const Files& f = layout.files();
+  auto has = [&](const char* file) { return ::access((dir + "/" + file).c_str(), F_OK) == 0; };
+  if (!has(f.memory_max)) return;
+  for (const char* file : {f.memory_low, f.oom_group, f.swap_max})
+    if (file && !has(file)) layout.absent_files.push_back(file);
+}
+
 // The cgroup filesystems mountinfo lists: the unified hierarchy, and the v1
 // hierarchies of the controllers recycler uses (the first mount of each).
 struct Mounts {
@@ -128,6 +139,9 @@ void detect_v1(Layout& layout, const std::string& root, const std::vector<Hierar
   std::stable_partition(layout.hierarchies.begin(), layout.hierarchies.end(),
                         [](auto& h) { return h.controller == "memory"; });
   layout.root = root.front() == '/' ? root : "/" + root;
+  // v1's top memory cgroup has every file its children get.
+  if (layout.hierarchies.front().controller == "memory")
+    find_absent_files(layout, layout.hierarchies.front().mount);
 }
 
 // v2: a relative root starts at recycler's own cgroup; layout.not_enforced
@@ -153,6 +167,7 @@ void detect_v2(Layout& layout, const std::string& root, const std::string& mount
   std::vector<std::string> have = available ? words(*available) : std::vector<std::string>{};
   for (const char* c : kControllers)
     if (std::find(have.begin(), have.end(), c) == have.end()) layout.missing.push_back(c);
+  find_absent_files(layout, own_dir);
   if (layout.needs_leaf) check_v2_delegation(layout, h);
 }
 

@@ -47,6 +47,17 @@ struct Files {
   const char* memory_max;
   const char* memory_high;
   const char* event_control;
+  // The memory settings a kernel may lack (cgroup/memory_settings.h writes
+  // them once the cgroup exists, never through libcgroup, so that a missing
+  // one fails no creation): nullptr where the hierarchy has no such file.
+  // v2's memory.swap.max limits swap alone; v1's memory.memsw.limit_in_bytes
+  // limits memory and swap together (swap_includes_memory), must not be below
+  // memory.limit_in_bytes, and is there only with swap accounting
+  // (swapaccount=1, or CONFIG_MEMCG_SWAP_ENABLED).
+  const char* memory_low;  // nullptr on v1
+  const char* oom_group;   // nullptr on v1
+  const char* swap_max;
+  bool swap_includes_memory;
 
   // cpu: v2's "QUOTA PERIOD" in one file; v1's period and quota apart.
   const char* cpu_max;     // nullptr on v1
@@ -79,6 +90,10 @@ inline constexpr Files kV1{
     .memory_max = "memory.limit_in_bytes",
     .memory_high = "memory.soft_limit_in_bytes",
     .event_control = "cgroup.event_control",
+    .memory_low = nullptr,
+    .oom_group = nullptr,
+    .swap_max = "memory.memsw.limit_in_bytes",
+    .swap_includes_memory = true,
     .cpu_max = nullptr,
     .cpu_period = "cpu.cfs_period_us",
     .cpu_quota = "cpu.cfs_quota_us",
@@ -105,6 +120,10 @@ inline constexpr Files kV2{
     .memory_max = "memory.max",
     .memory_high = "memory.high",
     .event_control = nullptr,
+    .memory_low = "memory.low",
+    .oom_group = "memory.oom.group",
+    .swap_max = "memory.swap.max",
+    .swap_includes_memory = false,
     .cpu_max = "cpu.max",
     .cpu_period = nullptr,
     .cpu_quota = nullptr,

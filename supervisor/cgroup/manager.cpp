@@ -1,6 +1,7 @@
 // The cgroup manager for v1, hybrid and v2 hosts. libcgroup creates each
-// worker cgroup with its limits; the hot and the delicate parts (joining,
-// reading counters, killing, removing) use the cgroup files directly through a
+// worker cgroup with its limits; the memory settings a kernel may lack
+// (memory_settings.h) and the hot and the delicate parts (joining, reading
+// counters, killing, removing) use the cgroup files directly through a
 // directory fd per hierarchy.
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,9 +20,11 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
+#include "supervisor/cgroup/memory_settings.h"
 #include "supervisor/log/log.h"
 #include "supervisor/probe/parse.h"
 #include "supervisor/probe/probe.h"
@@ -130,6 +133,14 @@ class CgroupWorker final : public WorkerCgroup {
   }
 
   std::string path() const override { return dirs_.empty() ? rel_ : dirs_.front().path; }
+
+  // A file of the memory hierarchy (memory_settings.h): through the memory
+  // directory's fd, which the constructor opened. ENODEV without one.
+  Status write_memory(const char* file, std::string_view value) const {
+    const Dir* memory = find_dir(files_.memory_controller);
+    if (!memory) return Error{"no memory cgroup", ENODEV};
+    return memory->write(file, value);
+  }
 
   std::vector<UniqueFd> open_join_fds() override {
     // v1: the child moves its one thread through "tasks". Writing "0" there
@@ -278,6 +289,7 @@ class CgroupManager final : public Manager {
         set_limits(cg, h.controller, limits, files);
       }
     }
+    lift_reused_swap_limit(rel);
     // Ownership as created (recycler's own): libcgroup would otherwise walk
     // every new file to chown it to the same owner (72 chowns a slot on v1).
     int ret = cgroup_create_cgroup(cg, 1);
@@ -290,7 +302,9 @@ class CgroupManager final : public Manager {
           "creating cgroup " + layout_.display_root() + "/" + program + "/" + leaf + ": " + why,
           err};
     }
-    return std::unique_ptr<WorkerCgroup>(std::make_unique<CgroupWorker>(layout_, rel));
+    auto worker = std::make_unique<CgroupWorker>(layout_, rel);
+    write_memory_settings(*worker, program, limits);
+    return std::unique_ptr<WorkerCgroup>(std::move(worker));
   }
 
   void remove_program(const std::string& program) override {
@@ -383,6 +397,39 @@ class CgroupManager final : public Manager {
     }
   }
 
+  // v1: the kernel refuses a memory limit above the memory + swap limit, so
+  // in a directory left from an earlier run (a removal that failed) the old
+  // one is lifted before libcgroup writes the new memory limit.
+  void lift_reused_swap_limit(const std::string& rel) const {
+    const Files& files = layout_.files();
+    if (!files.swap_includes_memory || missing("memory")) return;
+    for (const Hierarchy& h : layout_.hierarchies)
+      if (h.controller == files.memory_controller) {
+        std::string file = h.mount + rel + "/" + files.swap_max;
+        if (::access(file.c_str(), F_OK) == 0) (void)write_file(file, files.unlimited);
+      }
+  }
+
+  // The settings libcgroup is not given (memory_settings.h), written now
+  // that the cgroup exists. None fails the creation: one that matters and
+  // cannot be written is said once for all worker cgroups, unless detection
+  // already knew the file was absent (said at the program's start).
+  void write_memory_settings(const CgroupWorker& worker, const std::string& program,
+                             const config::Limits& limits) {
+    if (missing("memory")) return;
+    for (const MemorySetting& s : memory_settings(limits, layout_.files())) {
+      if (std::find(layout_.absent_files.begin(), layout_.absent_files.end(), s.file) !=
+          layout_.absent_files.end())
+        continue;
+      Status written = worker.write_memory(s.file, s.value);
+      if (written || !s.matters || !unwritable_.insert(s.file).second) continue;
+      log::warn(
+          "{}: cannot set {}: writing {} into {}/{}: {}; {} (said once for every worker cgroup)",
+          program, s.key, s.value, worker.path(), s.file, std::strerror(written.error().code),
+          s.otherwise);
+    }
+  }
+
   bool missing(const std::string& c) const {
     for (const std::string& m : layout_.missing)
       if (m == c) return true;
@@ -421,6 +468,7 @@ class CgroupManager final : public Manager {
   UniqueFd lock_;
   bool per_run_root_;
   std::string proc_;
+  std::set<std::string> unwritable_;  // memory settings' files already warned about
 };
 
 // Fallback mode: which worker each session belongs to (a worker's session id

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "policies/policy.h"
+#include "supervisor/config/devices.h"
 
 namespace recycler::config::detail {
 namespace {
@@ -247,6 +248,24 @@ void check_executable(const Site& command, const HostLookup& host, const Program
   warn(" was not found on PATH");
 }
 
+// devices.gpus: auto shares out the CUDA_VISIBLE_DEVICES recycler was given,
+// else counts the GPUs through NVML when recycler runs: a library that
+// cannot be found would refuse the program then, so it is said now, here.
+void check_gpus_auto(const Site& s, const Config& config, const HostLookup& host, Report& r) {
+  if (auto given = host.cuda_visible_devices()) {
+    if (visible_device_list(*given).empty())
+      r.error(s.slot, s.mark,
+              s.path + ": auto shares out recycler's own CUDA_VISIBLE_DEVICES, which names no GPU");
+    return;
+  }
+  std::string library = config.gpu ? config.gpu->nvml : GpuConfig{}.nvml;
+  if (auto why = host.nvml_error(library))
+    r.error(s.slot, s.mark,
+            s.path + ": auto counts the GPUs through NVML, which cannot be used: " + *why +
+                " (list the GPUs instead, install the NVIDIA driver, or set gpu.nvml to the "
+                "path of libnvidia-ml.so.1)");
+}
+
 // In the order parse read them: identity before listen, whose sockets
 // default to the program's group.
 void check_program(const ProgramSites& sites, const HostLookup& host, ProgramConfig& p, Report& r) {
@@ -262,8 +281,10 @@ void check_program(const ProgramSites& sites, const HostLookup& host, ProgramCon
 
 void check_host(Parsed& parsed, const HostLookup& host, Report& r) {
   check_control(parsed.control, host, parsed.config.control, r);
-  for (size_t i = 0; i < parsed.programs.size(); ++i)
+  for (size_t i = 0; i < parsed.programs.size(); ++i) {
     check_program(parsed.programs[i], host, parsed.config.programs[i], r);
+    if (const auto& s = parsed.programs[i].gpus_auto) check_gpus_auto(*s, parsed.config, host, r);
+  }
 }
 
 void check_nvml(const Config& config, const std::vector<ProgramSpec>& specs, const HostLookup& host,

@@ -56,10 +56,27 @@ inline constexpr EnumName<LogLevel> kLogLevels[] = {{LogLevel::Trace, "trace"},
 struct Limits {
   std::optional<uint64_t> memory_max;   // bytes; v1 memory.limit_in_bytes, v2 memory.max
   std::optional<uint64_t> memory_high;  // bytes; v1 memory.soft_limit_in_bytes, v2 memory.high
+  // The kernel's settings libcgroup is not given (cgroup/memory_settings.h
+  // writes them, and says which this host cannot apply). Unset: the default.
+  std::optional<uint64_t> memory_low;  // bytes; v2 memory.low (reclaim protection); v1 has none
+  // Swap the worker may use: default none, so that a leak meets memory_max or
+  // its policy instead of thrashing; kUnlimitedSwap: no limit. v2
+  // memory.swap.max; v1 memory.memsw.limit_in_bytes = memory_max + swap_max,
+  // so only with memory_max.
+  std::optional<uint64_t> swap_max;
+  // v2 memory.oom.group: an OOM kill takes every process of the worker, never
+  // half of it. Default on; v1 has none.
+  std::optional<bool> oom_group;
   std::optional<uint64_t> pids_max;
   std::optional<double> cpu;  // CPUs: 1.5 = 150 ms of CPU time per 100 ms period
 
-  bool any() const { return memory_max || memory_high || pids_max || cpu; }
+  static constexpr uint64_t kUnlimitedSwap = UINT64_MAX;
+  uint64_t swap_limit() const { return swap_max.value_or(0); }
+  bool groups_oom() const { return oom_group.value_or(true); }
+  // Whether any limit is written in the config (the defaults are not).
+  bool any() const {
+    return memory_max || memory_high || memory_low || swap_max || oom_group || pids_max || cpu;
+  }
   bool operator==(const Limits&) const = default;
 };
 
@@ -189,6 +206,23 @@ struct AllocatorConfig {
   bool operator==(const AllocatorConfig&) const = default;
 };
 
+// `devices:`: each slot's share of the GPUs (CUDA_VISIBLE_DEVICES) and the
+// variables GPU frameworks read (supervisor/config/devices.h builds them).
+// Unset fields set nothing.
+struct DevicesConfig {
+  // What CUDA_VISIBLE_DEVICES entries are shared out: indexes or GPU-/MIG-
+  // UUIDs as written; empty with gpus_auto (resolved when recycler runs:
+  // runtime/gpu_pool.h) or without `gpus`.
+  std::vector<std::string> gpus;
+  bool gpus_auto = false;
+  unsigned per_slot = 1;                          // entries each slot gets
+  std::optional<std::string> pytorch_alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF
+  std::optional<bool> xla_preallocate;            // XLA_PYTHON_CLIENT_PREALLOCATE
+  std::optional<double> xla_mem_fraction;         // XLA_PYTHON_CLIENT_MEM_FRACTION, (0, 1]
+
+  bool operator==(const DevicesConfig&) const = default;
+};
+
 // Where an endpoint listens: a numeric IPv4 address or an IPv6 one (written
 // [V6]:PORT), and a TCP port (0: one the kernel picks, logged at start-up).
 struct ListenAddress {
@@ -263,6 +297,7 @@ struct ProgramConfig {
   unsigned instances = 1;
   std::optional<unsigned> threads;
   AllocatorConfig allocator;
+  DevicesConfig devices;
   Limits limits;
   std::vector<Rlimit> rlimits;
   StopConfig stop;

@@ -136,6 +136,12 @@ class RealHost final : public HostLookup {
     return st.st_mode & 07777;
   }
 
+  std::optional<std::string> cuda_visible_devices() const override {
+    const char* own = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (!own) return std::nullopt;
+    return std::string(own);
+  }
+
   std::optional<uint64_t> memory_available() const override {
     std::optional<uint64_t> total;
     std::ifstream meminfo("/proc/meminfo");

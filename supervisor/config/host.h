@@ -50,6 +50,10 @@ class HostLookup {
   // recycler's own cgroup's limit when that is lower; nullopt when unknown
   // (a fake host, unless a test sets it).
   virtual std::optional<uint64_t> memory_available() const { return std::nullopt; }
+  // The CUDA_VISIBLE_DEVICES recycler was started with (a Slurm job's GPUs),
+  // which `devices: {gpus: auto}` shares out instead of counting GPUs through
+  // NVML; nullopt when unset (a fake host, unless a test sets it).
+  virtual std::optional<std::string> cuda_visible_devices() const { return std::nullopt; }
 
   // The machine itself: getpwnam_r, getgrnam_r, geteuid, getenv, stat,
   // access, the loader's directories, /proc/meminfo and /proc/self/cgroup.

@@ -218,6 +218,7 @@ std::vector<KeyTable> key_tables() {
           {"preempt", kPreemptKeys},
           {"programs.*", kProgramKeys},
           {"programs.*.allocator", kAllocatorKeys},
+          {"programs.*.devices", kDevicesKeys},
           {"programs.*.limits", kLimitKeys},
           {"programs.*.rlimits", kRlimitKeys},
           {"programs.*.rlimits.*", kRlimitRangeKeys},

@@ -126,6 +126,40 @@ void parse_limits_cpu(const Field& v, Limits& limits, Report& r) {
   }
 }
 
+// limits.swap_max: a size, or "unlimited" (what the kernel's files spell
+// "max" or "-1" gets a hint).
+std::optional<uint64_t> read_swap(const Field& v, Report& r) {
+  if (v.value.IsScalar() && v.value.Scalar() == "unlimited") return Limits::kUnlimitedSwap;
+  for (const char* other : {"max", "-1", "none", "infinity"})
+    if (v.value.IsScalar() && v.value.Scalar() == other) {
+      r.error(v.mark(), v.path + ": invalid value " + quote(other) +
+                            "; write \"unlimited\" for no limit, or a size");
+      return std::nullopt;
+    }
+  auto size = read_size(v, r);
+  if (size && *size == Limits::kUnlimitedSwap) {
+    r.error(v.mark(), v.path + " is too large; write \"unlimited\" for no limit");
+    return std::nullopt;
+  }
+  return size;
+}
+
+// The settings beside the limits (memory_settings.h writes them): memory_low
+// protects at most what memory_high and memory_max allow.
+void parse_limits_memory_settings(const MapView& map, Limits& limits, Report& r) {
+  if (auto* v = map.get("memory_low")) limits.memory_low = read_size(*v, r);
+  if (auto* v = map.get("swap_max")) limits.swap_max = read_swap(*v, r);
+  if (auto* v = map.get("oom_group")) limits.oom_group = read_bool(*v, r);
+  if (!limits.memory_low) return;
+  for (auto [name, bound] :
+       {std::pair{"memory_high", limits.memory_high}, std::pair{"memory_max", limits.memory_max}}) {
+    if (!bound || *limits.memory_low <= *bound) continue;
+    const Field* low = map.get("memory_low");
+    return r.error(low->mark(), low->path + " (" + format_size(*limits.memory_low) + ") is above " +
+                                    name + " (" + format_size(*bound) + ")");
+  }
+}
+
 void parse_limits(const Field& f, Limits& limits, Report& r) {
   auto map = read_map(f, r, kLimitKeys);
   if (!map) return;
@@ -150,6 +184,7 @@ void parse_limits(const Field& f, Limits& limits, Report& r) {
     r.error(high->mark(), high->path + " (" + format_size(*limits.memory_high) +
                               ") is above memory_max (" + format_size(*limits.memory_max) + ")");
   }
+  parse_limits_memory_settings(*map, limits, r);
   if (auto* v = map->get("pids_max")) limits.pids_max = read_integer(*v, 1, kMaxPids, r);
   if (auto* v = map->get("cpu")) parse_limits_cpu(*v, limits, r);
 }
@@ -269,6 +304,7 @@ void parse_process(const MapView& map, const fs::path& base, ProgramConfig& p, P
   if (auto* v = map.get("instances")) set(p.instances, read_integer(*v, 1, kMaxInstances, r));
   if (auto* v = map.get("threads")) set(p.threads, read_integer(*v, 1, kMaxThreads, r));
   if (auto* v = map.find("allocator")) parse_allocator(*v, base, p, sites, r);
+  if (auto* v = map.find("devices")) parse_devices(*v, p, sites, r);
   if (auto* v = map.find("limits")) parse_limits(*v, p.limits, r);
   if (auto* v = map.find("rlimits")) parse_rlimits(*v, p, r);
   if (auto* v = map.find("stop")) parse_stop(*v, p.stop, r);

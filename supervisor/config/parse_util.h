@@ -131,6 +131,14 @@ void set(T& out, const std::optional<U>& v) {
   if (v) out = static_cast<T>(*v);
 }
 
+// true or false (YAML's yes, no, on and off are refused as ambiguous).
+inline std::optional<bool> read_bool(const Field& f, Report& r) {
+  static constexpr std::string_view kWords[] = {"true", "false"};
+  auto word = read_choice(f, kWords, r);
+  if (!word) return std::nullopt;
+  return *word == "true";
+}
+
 // strchr() would also find the terminating NUL, which YAML can spell "\0".
 inline bool one_of(char c, const char* chars) {
   return c != '\0' && std::strchr(chars, c) != nullptr;
@@ -164,6 +172,7 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "instances",
                                                     "threads",
                                                     "allocator",
+                                                    "devices",
                                                     "limits",
                                                     "rlimits",
                                                     "stop",
@@ -187,6 +196,8 @@ inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "re
                                                     "ready_from"};
 inline constexpr std::string_view kAllocatorKeys[] = {
     "arena_max", "trim_threshold", "mmap_threshold", "top_pad", "preload", "jemalloc_conf"};
+inline constexpr std::string_view kDevicesKeys[] = {"gpus", "per_slot", "pytorch_alloc_conf",
+                                                    "xla_preallocate", "xla_mem_fraction"};
 inline constexpr std::string_view kRequestsKeys[] = {"pattern"};
 inline constexpr std::string_view kCheckpointKeys[] = {"signal", "signal_to", "timeout",
                                                        "on_timeout"};
@@ -194,7 +205,8 @@ inline constexpr std::string_view kGangKeys[] = {"master"};
 inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
                                                      "policies"};
 inline constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
-inline constexpr std::string_view kLimitKeys[] = {"memory_max", "memory_high", "pids_max", "cpu"};
+inline constexpr std::string_view kLimitKeys[] = {
+    "memory_max", "memory_high", "memory_low", "swap_max", "oom_group", "pids_max", "cpu"};
 inline constexpr std::string_view kStopKeys[] = {"signal", "timeout"};
 inline constexpr std::string_view kRestartKeys[] = {"mode", "backoff", "crash_loop"};
 inline constexpr std::string_view kBackoffKeys[] = {"initial", "max", "reset_after"};
@@ -262,8 +274,9 @@ struct ProgramSites {
   std::optional<PreloadSite> preload;
   std::optional<AllocatorSite> allocator;
   std::vector<ListenSite> listen;
-  std::optional<Site> surge;    // recycle: mode: surge, for its memory headroom
-  std::optional<Site> command;  // a command list's first word, for the PATH lookup
+  std::optional<Site> surge;      // recycle: mode: surge, for its memory headroom
+  std::optional<Site> command;    // a command list's first word, for the PATH lookup
+  std::optional<Site> gpus_auto;  // devices.gpus: auto, which counts GPUs through NVML
 };
 
 struct ControlSites {
@@ -305,6 +318,9 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
 // parse_allocator.cpp
 void parse_allocator(const Field& f, const fs::path& base, ProgramConfig& p, ProgramSites& sites,
                      Report& r);
+
+// parse_devices.cpp: the GPUs of each slot and the frameworks' variables.
+void parse_devices(const Field& f, ProgramConfig& p, ProgramSites& sites, Report& r);
 
 // parse_listen.cpp: a program's sockets, and that no two programs share one.
 void parse_listen(const Field& f, const fs::path& base, ProgramConfig& p, ProgramSites& sites,

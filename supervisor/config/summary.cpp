@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "policies/base/units.h"
+#include "supervisor/config/devices.h"
 
 namespace recycler {
 namespace {
@@ -21,6 +22,12 @@ std::vector<Item> limit_items(const config::Limits& l) {
   if (l.memory_max) items.push_back({"memory", "memory_max " + units::format_size(*l.memory_max)});
   if (l.memory_high)
     items.push_back({"memory", "memory_high " + units::format_size(*l.memory_high)});
+  if (l.memory_low) items.push_back({"memory", "memory_low " + units::format_size(*l.memory_low)});
+  if (l.swap_max)
+    items.push_back({"memory", "swap_max " + (*l.swap_max == config::Limits::kUnlimitedSwap
+                                                  ? std::string("unlimited")
+                                                  : units::format_size(*l.swap_max))});
+  if (l.oom_group) items.push_back({"memory", *l.oom_group ? "oom_group on" : "oom_group off"});
   if (l.pids_max) items.push_back({"pids", "pids_max " + std::to_string(*l.pids_max)});
   if (l.cpu) items.push_back({"cpu", fmt::format("cpu {:g}", *l.cpu)});
   return items;
@@ -74,6 +81,28 @@ std::string describe_allocator(const config::AllocatorConfig& a) {
   return join(parts, ", ");
 }
 
+// "gpus 0,1,2,3, 2 per slot (api[0] 0,1; api[1] 2,3), pytorch_alloc_conf
+// expandable_segments:True, xla_preallocate false, xla_mem_fraction 0.5"
+std::string describe_devices(const config::ProgramConfig& p) {
+  const config::DevicesConfig& d = p.devices;
+  std::vector<std::string> parts;
+  if (d.gpus_auto) parts.push_back(fmt::format("gpus auto, {} per slot", d.per_slot));
+  if (!d.gpus.empty()) {
+    std::vector<std::string> slots;
+    for (unsigned i = 0; i < p.instances; ++i)
+      slots.push_back(fmt::format("{}[{}] {}", p.name, i,
+                                  config::join_gpus(config::slot_gpus(d.gpus, d.per_slot, i))));
+    parts.push_back(fmt::format("gpus {}, {} per slot ({})", config::join_gpus(d.gpus), d.per_slot,
+                                join(slots, "; ")));
+  }
+  if (d.pytorch_alloc_conf) parts.push_back("pytorch_alloc_conf " + *d.pytorch_alloc_conf);
+  if (d.xla_preallocate)
+    parts.push_back(std::string("xla_preallocate ") + (*d.xla_preallocate ? "true" : "false"));
+  if (d.xla_mem_fraction)
+    parts.push_back("xla_mem_fraction " + config::format_mem_fraction(*d.xla_mem_fraction));
+  return join(parts, ", ");
+}
+
 }  // namespace
 
 std::string describe_limits(const config::Limits& limits) {
@@ -101,6 +130,7 @@ std::string describe_program(const config::ProgramConfig& p) {
   if (p.threads) out += fmt::format("; threads {}", *p.threads);
   if (p.allocator != config::AllocatorConfig{})
     out += "; allocator " + describe_allocator(p.allocator);
+  if (p.devices != config::DevicesConfig{}) out += "; devices " + describe_devices(p);
   if (p.user) out += "; user " + *p.user;
   out += std::string("; restart ") + config::to_string(p.restart.mode);
   if (!p.policies.empty()) {

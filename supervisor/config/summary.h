@@ -10,7 +10,9 @@
 
 namespace recycler {
 
-// "memory_max 2 GiB, memory_high 1.6 GiB, pids_max 256, cpu 1.5", or "no limits".
+// "memory_max 2 GiB, memory_high 1.6 GiB, pids_max 256, cpu 1.5", or "no limits":
+// what the config writes (memory_low, swap_max and oom_group too; their
+// defaults are not shown).
 std::string describe_limits(const config::Limits& limits);
 // The configured limits whose controller is in `missing` ("memory_max 2 GiB"), or "".
 std::string unenforceable_limits(const config::Limits& limits,
@@ -19,7 +21,8 @@ std::string unenforceable_limits(const config::Limits& limits,
 // string, run under /bin/sh -c) as written, an argv with its odd words
 // quoted (python3 -c 'print('\''hi'\'')').
 std::string render_argv(const std::vector<std::string>& argv, bool shell);
-// "api: gunicorn app:app; 2 instances; memory_max 2 GiB, pids_max 256; restart on-failure"
+// "api: gunicorn app:app; 2 instances; memory_max 2 GiB, pids_max 256; restart on-failure",
+// with `devices:` each slot's GPUs ("; devices gpus 0,1, 1 per slot (api[0] 0; api[1] 1)").
 std::string describe_program(const config::ProgramConfig& program);
 // For a program with a request-counting policy, where its counts come from:
 // "api: max_requests counts only RECYCLER_REQUESTS=N reports on its notify

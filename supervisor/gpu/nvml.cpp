@@ -243,6 +243,18 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& path) {
   return nvml;
 }
 
+Result<unsigned> Nvml::device_count() {
+  const Api& api = *api_;
+  if (!initialised_) {
+    if (nvmlReturn_t r = api.init(); r != NVML_SUCCESS) return Error{api.what("nvmlInit_v2", r)};
+    initialised_ = true;
+  }
+  unsigned count = 0;
+  if (nvmlReturn_t r = api.count(&count); r != NVML_SUCCESS)
+    return Error{api.what("nvmlDeviceGetCount_v2", r)};
+  return count;
+}
+
 bool Nvml::has_mig() const {
   return api_->mig_mode != nullptr;
 }

@@ -75,6 +75,11 @@ class Nvml {
   // next query initialises NVML again first.
   Result<Snapshot> query();
 
+  // How many GPUs the driver sees (nvmlDeviceGetCount_v2; a MIG-enabled GPU
+  // counts once): what `devices: {gpus: auto}` shares out. Blocks, as
+  // query() does.
+  Result<unsigned> device_count();
+
   bool has_mig() const;
 
   // Process lists are read into a buffer that grows when NVML says the list

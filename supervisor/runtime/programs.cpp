@@ -5,6 +5,7 @@
 
 #include "policies/base/units.h"
 #include "policies/metric.h"
+#include "supervisor/cgroup/memory_settings.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
@@ -15,16 +16,20 @@
 namespace recycler {
 namespace {
 
+// What of its limits (and the defaults of the memory settings) this host
+// cannot apply, at each start of the program.
 void warn_unenforced(const config::ProgramConfig& program, const cgroup::Manager& cgroups) {
-  if (!program.limits.any()) return;
   if (!cgroups.enforcing()) {
-    log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
+    if (program.limits.any())
+      log::warn("{}: limits not enforced: {}", program.name, describe_limits(program.limits));
     return;
   }
   std::string missing = unenforceable_limits(program.limits, cgroups.layout().missing);
   if (!missing.empty())
     log::warn("{}: this system lacks the cgroup controller for {}; not enforced", program.name,
               missing);
+  for (const std::string& why : cgroup::unapplied_settings(program.limits, cgroups.layout()))
+    log::warn("{}: {}", program.name, why);
 }
 
 // The config file reread for a reload, with the cgroup root it must keep
@@ -100,6 +105,13 @@ void Supervisor::start_up() {
 
 bool Supervisor::create_workers(Program& program) {
   const config::ProgramConfig& cfg = *program.config;
+  if (cfg.devices.gpus_auto) {
+    Status pool = gpu_pool_.resolve(cfg, config_.gpu.value_or(config::GpuConfig{}).nvml);
+    if (!pool) {
+      log::error("{}: {}", cfg.name, pool.error().message);
+      return false;
+    }
+  }
   // Bound before any worker starts, as root; those a reload keeps stay open.
   if (!cfg.listen.empty() || program.sockets) {
     listen::Binder binder(inherited_);

@@ -156,6 +156,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  .starting = [this] { return start_up_ != nullptr; },
                  .stopping = [this] { return shutting_down_; }}) {
   context_.service = &service_;
+  context_.gpus_auto = &gpu_pool_.entries();
   monitor_context_.launcher = &processes_;
   monitor_context_.base_env = &base_env_;
   if (options_.wrap_mode)

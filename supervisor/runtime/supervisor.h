@@ -43,6 +43,7 @@
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
+#include "supervisor/runtime/gpu_pool.h"
 #include "supervisor/runtime/gpu_sampling.h"
 #include "supervisor/runtime/metrics_endpoint.h"
 #include "supervisor/runtime/monitor.h"
@@ -119,6 +120,7 @@ class Supervisor {
   ProcessTable processes_{&loop_};
   std::mt19937_64 rng_;
   std::vector<std::string> base_env_;
+  GpuPool gpu_pool_{base_env_};  // devices: {gpus: auto}
   probe::ProcServiceProbe service_;
   // Sockets systemd passed to recycler (socket activation), until a
   // program's listen: takes them.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "supervisor/config/allocator.h"
+#include "supervisor/config/devices.h"
 
 namespace recycler {
 
@@ -30,7 +31,8 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
                                             const config::ProgramConfig& program, unsigned slot,
                                             unsigned generation, const std::string& notify_socket,
                                             const std::optional<RecycleCause>& cause,
-                                            const listen::Set* sockets) {
+                                            const listen::Set* sockets,
+                                            const std::vector<std::string>& gpus_auto) {
   std::map<std::string, std::string> env;
   for (const std::string& kv : base) {
     size_t eq = kv.find('=');
@@ -47,6 +49,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& base
   }
   config::apply_allocator(program.allocator, program.env, env);
   if (program.gang) add_gang(*program.gang, program, slot, env);
+  config::apply_devices(program.devices, program.env, slot, gpus_auto, env);
   env["RECYCLER_PROGRAM"] = program.name;
   env["RECYCLER_SLOT"] = std::to_string(slot);
   env["RECYCLER_GENERATION"] = std::to_string(generation);

@@ -24,11 +24,15 @@ struct RecycleCause {
 // inherited from recycler's own environment).
 // With `sockets` (listen:), LISTEN_FDS and LISTEN_FDNAMES (spawn adds
 // LISTEN_PID in the child); never inherited from recycler's environment.
+// `devices:` sets the slot's CUDA_VISIBLE_DEVICES and the frameworks'
+// variables (config/devices.h) unless env sets them; `gpus_auto` is what
+// `gpus: auto` shares out (runtime/gpu_pool.h).
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const config::ProgramConfig& program, unsigned slot,
                                             unsigned generation,
                                             const std::string& notify_socket = "",
                                             const std::optional<RecycleCause>& cause = {},
-                                            const listen::Set* sockets = nullptr);
+                                            const listen::Set* sockets = nullptr,
+                                            const std::vector<std::string>& gpus_auto = {});
 
 }  // namespace recycler

@@ -5,11 +5,15 @@
 #include <algorithm>
 
 namespace recycler {
+namespace {
+const std::vector<std::string> kNoGpus;
+}  // namespace
 
 Slot::Slot(Launcher& launcher, const std::vector<std::string>& base_env,
            const std::optional<config::Rlimit>& worker_nofile,
            std::shared_ptr<const config::ProgramConfig> program, unsigned index,
-           std::string notify_socket, std::shared_ptr<const listen::Set> sockets)
+           std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
+           const std::vector<std::string>* gpus_auto)
     : launcher_(launcher),
       base_env_(base_env),
       worker_nofile_(worker_nofile),
@@ -17,7 +21,8 @@ Slot::Slot(Launcher& launcher, const std::vector<std::string>& base_env,
       index_(index),
       name_(program_->name + "[" + std::to_string(index) + "]"),
       notify_socket_(std::move(notify_socket)),
-      sockets_(std::move(sockets)) {}
+      sockets_(std::move(sockets)),
+      gpus_auto_(gpus_auto) {}
 
 Result<std::unique_ptr<Process>> Slot::launch(
     unsigned generation, const std::optional<RecycleCause>& cause, cgroup::WorkerCgroup& cgroup,
@@ -26,7 +31,7 @@ Result<std::unique_ptr<Process>> Slot::launch(
   LaunchSpec spec;
   spec.argv = program_->command;
   spec.env = worker_environment(base_env_, *program_, index_, generation, notify_socket_, cause,
-                                sockets_.get());
+                                sockets_.get(), gpus_auto_ ? *gpus_auto_ : kNoGpus);
   spec.cwd = program_->cwd;
   spec.uid = program_->uid;
   spec.gid = program_->gid;

@@ -30,11 +30,14 @@ class Slot {
   // (WorkerServices, worker.h), which outlive this; `worker_nofile` is read
   // at each launch (recycler sets it once its own limit is raised).
   // `notify_socket`: NOTIFY_SOCKET for its runs ("" = none). `sockets`: the
-  // program's listen: sockets (null: none).
+  // program's listen: sockets (null: none). `gpus_auto`: what `devices:
+  // {gpus: auto}` shares out (WorkerServices; null: nothing), read at each
+  // launch.
   Slot(Launcher& launcher, const std::vector<std::string>& base_env,
        const std::optional<config::Rlimit>& worker_nofile,
        std::shared_ptr<const config::ProgramConfig> program, unsigned index,
-       std::string notify_socket, std::shared_ptr<const listen::Set> sockets);
+       std::string notify_socket, std::shared_ptr<const listen::Set> sockets,
+       const std::vector<std::string>* gpus_auto = nullptr);
 
   const config::ProgramConfig& program() const { return *program_; }
   unsigned index() const { return index_; }
@@ -57,6 +60,7 @@ class Slot {
   std::string name_;
   std::string notify_socket_;
   std::shared_ptr<const listen::Set> sockets_;
+  const std::vector<std::string>* gpus_auto_;
 };
 
 }  // namespace recycler

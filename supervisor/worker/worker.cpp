@@ -68,7 +68,7 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
                CgroupFactory make_cgroup)
     : ctx_(context),
       slot_(context.launcher, context.base_env, context.worker_nofile, std::move(program), slot,
-            std::move(notify_socket), std::move(sockets)),
+            std::move(notify_socket), std::move(sockets), context.gpus_auto),
       surge_side_(std::make_unique<SurgeSide>(*this)),
       surge_(*surge_side_, context.timers, context.rng, slot_.program(), slot_.name(), slot,
              std::move(make_cgroup)),

@@ -115,6 +115,9 @@ struct WorkerServices {
   // Sees a signalled process of a pre-fork server leave service before it
   // exits (probe/service.h); null: only its exit counts.
   const probe::ServiceProbe* service = nullptr;
+  // What `devices: {gpus: auto}` shares out (runtime/gpu_pool.h), resolved
+  // before a program that asks for it gets its workers; null: nothing.
+  const std::vector<std::string>* gpus_auto = nullptr;
   // What a FAILED line (a crash loop, a command that cannot be run) tells the
   // user to do next: with a config file, fix and reload; in wrap mode there
   // is no file to reload.

@@ -1,6 +1,7 @@
 // Real processes in real cgroups (v1 here, v2 in the VM): placement before
-// exec, limits, OOM kills, fork bombs, stop escalation, stale cgroups, and
-// nothing left behind.
+// exec, limits and the memory settings beside them (swap, memory.low,
+// memory.oom.group), OOM kills, fork bombs, stop escalation, stale cgroups,
+// and nothing left behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -199,6 +200,158 @@ TEST(Cgroups, ASecondRecyclerOnTheSameRootIsRefusedAndTheFirstCarriesOn) {
   EXPECT_TRUE(process_exists(started_pid(*started)));
   first.signal(SIGTERM);
   EXPECT_EQ(first.exit_code(), 0);
+}
+
+// --- limits: memory_low, swap_max, oom_group (cgroup/memory_settings.h) ---
+
+// The first line of a cgroup file, as a number.
+uint64_t number_in(const std::string& path) {
+  return std::strtoull(read_text(path).c_str(), nullptr, 10);
+}
+
+TEST(MemorySettings, OnV1SwapIsLimitedTogetherWithMemory) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (sb.v2()) GTEST_SKIP() << "cgroup v1 only: v2 limits swap alone (memory.swap.max)";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  plain:
+    command: ["sleep", "1000"]
+    limits: {memory_max: 64MiB}
+  swapping:
+    command: ["sleep", "1000"]
+    limits: {memory_max: 64MiB, swap_max: 32MiB}
+  unlimited:
+    command: ["sleep", "1000"]
+    limits: {memory_max: 64MiB, swap_max: unlimited}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count(" started: pid", 3));
+  const std::string memsw = "/memory.memsw.limit_in_bytes";
+  if (!fs::exists(sb.worker_dir("plain", 0) + memsw))
+    GTEST_SKIP() << "this kernel does not account swap (no " << memsw
+                 << "): boot it with swapaccount=1";
+  EXPECT_EQ(read_text(sb.worker_dir("plain", 0) + memsw), "67108864\n") << "no swap by default";
+  EXPECT_EQ(read_text(sb.worker_dir("swapping", 0) + memsw), "100663296\n");
+  EXPECT_GT(number_in(sb.worker_dir("unlimited", 0) + memsw), 1ull << 62) << "-1: unlimited";
+  EXPECT_EQ(r.count("cannot set"), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(MemorySettings, OnV1WhatCannotBeAppliedIsSaidAtStartAndByCheck) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (sb.v2()) GTEST_SKIP() << "cgroup v1 only: v2 has every one of these files";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+    limits: {memory_low: 16MiB, oom_group: true, swap_max: 1GiB}
+)"));
+  const std::string low = "limits.memory_low: cgroup v1 has no memory.low; not applied";
+  const std::string oom =
+      "limits.oom_group: cgroup v1 has no memory.oom.group: an OOM kill takes "
+      "the process the kernel picks, not the whole worker";
+  const std::string swap =
+      "limits.swap_max: cgroup v1 limits swap only together with memory "
+      "(memory.memsw.limit_in_bytes), so only with limits.memory_max; not applied";
+  Cli checked = cli({"check", "-c", cfg});
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  EXPECT_THAT(checked.out, HasSubstr("; memory_low 16 MiB, swap_max 1 GiB, oom_group on; "));
+  EXPECT_THAT(checked.out, HasSubstr("(not applied here: " + low + ") (not applied here: " + oom +
+                                     ") (not applied here: " + swap + ")\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for("app: " + low));
+  EXPECT_TRUE(r.wait_for("app: " + oom));
+  EXPECT_TRUE(r.wait_for("app: " + swap));
+  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  EXPECT_EQ(r.count("cannot set"), 0u) << "said once, at the start, not for each cgroup";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(MemorySettings, OnV2AWorkerGetsOomGroupAndNoSwapByDefault) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (!sb.v2()) GTEST_SKIP() << "cgroup v2 only: v1 has no memory.oom.group";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("app[0] started: pid"));
+  std::string dir = sb.worker_dir("app", 0);
+  EXPECT_EQ(read_text(dir + "/memory.oom.group"), "1\n");
+  EXPECT_EQ(read_text(dir + "/memory.low"), "0\n");
+  if (!fs::exists(dir + "/memory.swap.max"))
+    GTEST_SKIP() << "this kernel does not account swap (no memory.swap.max)";
+  EXPECT_EQ(read_text(dir + "/memory.swap.max"), "0\n");
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(MemorySettings, OnV2TheConfiguredValuesAreWritten) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (!sb.v2()) GTEST_SKIP() << "cgroup v2 only: v1 has no memory.low or memory.oom.group";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  app:
+    command: ["sleep", "1000"]
+    limits: {memory_max: 64MiB, memory_low: 16MiB, swap_max: 32MiB, oom_group: false}
+  free:
+    command: ["sleep", "1000"]
+    limits: {swap_max: unlimited}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count(" started: pid", 2));
+  std::string dir = sb.worker_dir("app", 0);
+  EXPECT_EQ(read_text(dir + "/memory.oom.group"), "0\n");
+  EXPECT_EQ(read_text(dir + "/memory.low"), "16777216\n");
+  if (!fs::exists(dir + "/memory.swap.max"))
+    GTEST_SKIP() << "this kernel does not account swap (no memory.swap.max)";
+  EXPECT_EQ(read_text(dir + "/memory.swap.max"), "33554432\n");
+  EXPECT_EQ(read_text(sb.worker_dir("free", 0) + "/memory.swap.max"), "max\n");
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+// A worker whose child the kernel OOM-kills: with memory.oom.group the main
+// process goes too (nothing is left half-running), recycler names the OOM
+// kill and starts the worker again.
+TEST(MemorySettings, OnV2AnOomKillTakesTheWholeWorkerWhichIsRestarted) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (!sb.v2()) GTEST_SKIP() << "cgroup v2 only: v1 has no memory.oom.group";
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            R"(  app:
+    command: "echo up; )" + leaky_bin() +
+                                R"( --rate 64MiB --step 50 & wait; echo survived; exec sleep 1000"
+    limits: {memory_max: 32MiB}
+    restart: {backoff: {initial: 100ms}}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for("app[0] was OOM-killed by the kernel (cgroup memory limit 32 MiB) after",
+                         scaled(20s)));
+  EXPECT_TRUE(r.wait_for_count("app[0] started: pid", 2, scaled(20s)));
+  EXPECT_EQ(r.count("app[0] out | survived"), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+// Without it the kernel kills the leaking child alone and its parent runs on.
+TEST(MemorySettings, OnV2WithOomGroupOffAnOomKillTakesOneProcess) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (!sb.v2()) GTEST_SKIP() << "cgroup v2 only: v1 has no memory.oom.group";
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            R"(  app:
+    command: "echo up; )" + leaky_bin() +
+                                R"( --rate 64MiB --step 50 & wait; echo survived; exec sleep 1000"
+    limits: {memory_max: 32MiB, oom_group: false}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for("app[0] out | survived", scaled(20s)));
+  EXPECT_EQ(oom_kills(sb, "app"), 1u);
+  EXPECT_EQ(r.count("app[0] was OOM-killed"), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 // is recycled before its limit; timelines get the gpu columns; NVML is
 // queried once per interval for all workers; a missing library fails `check`
 // for a config that needs it and is a warning for one that only records;
-// a driver that goes away leaves host memory supervised.
+// a driver that goes away leaves host memory supervised. `devices:` gives
+// each slot its GPUs, from a list or (gpus: auto) from what NVML sees.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -232,6 +234,104 @@ TEST(Gpu, ADriverThatGoesAwayIsAWarningAndHostMemoryIsStillSupervised) {
   ASSERT_TRUE(r.wait_for("GPU: NVML answers again: 1 device", scaled(10s)));
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// --- devices: each slot's CUDA_VISIBLE_DEVICES (config/devices.h) ---
+
+// A worker that says which GPUs it was given, then waits.
+constexpr const char* kSaysItsGpus =
+    R"(["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER; exec sleep 1000"])";
+
+TEST(Devices, EachSlotGetsItsShareOfTheListedGpusAndTheProgramsEnvWins) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write("d.yaml", config_yaml(sb, std::string(R"(  train:
+    command: )") + kSaysItsGpus + R"(
+    instances: 2
+    devices: {gpus: [0, 1, 2], per_slot: 2}
+  mine:
+    command: )" + kSaysItsGpus + R"(
+    env: {CUDA_VISIBLE_DEVICES: "7", CUDA_DEVICE_ORDER: FASTEST_FIRST}
+    devices: {gpus: [0]}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  EXPECT_TRUE(r.wait_for_count("train[0] out | gpus=0,1 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("train[1] out | gpus=2,0 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("mine[0] out | gpus=7 order=FASTEST_FIRST", 1));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// The test's own CUDA_VISIBLE_DEVICES would be the pool instead of NVML's.
+#define REQUIRE_NO_CUDA_VISIBLE_DEVICES()                       \
+  if (std::getenv("CUDA_VISIBLE_DEVICES"))                      \
+  GTEST_SKIP() << "CUDA_VISIBLE_DEVICES is set for the tests: " \
+                  "recycler would share it out instead of asking NVML"
+
+TEST(Devices, AutoSharesOutTheGpusNvmlSees) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  REQUIRE_NO_CUDA_VISIBLE_DEVICES();
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::ofstream(gpu.dir + "/devices") << "1073741824\n1073741824\n1073741824\n";
+  std::string cfg = sb.write("d.yaml", config_yaml(sb, std::string(R"(  train:
+    command: )") + kSaysItsGpus + R"(
+    instances: 4
+    devices: {gpus: auto}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  EXPECT_TRUE(r.wait_for("devices.gpus: auto shares out 3 GPUs (NVML): 0,1,2"));
+  EXPECT_TRUE(r.wait_for_count("train[0] out | gpus=0 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("train[1] out | gpus=1 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("train[2] out | gpus=2 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("train[3] out | gpus=0 order=PCI_BUS_ID", 1));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// Under Slurm (or any launcher that picks the GPUs): what recycler was given
+// is what it shares, and NVML is not needed.
+TEST(Devices, AutoSharesOutTheCudaVisibleDevicesRecyclerWasGiven) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write("d.yaml", config_yaml(sb, std::string(R"(  train:
+    command: )") + kSaysItsGpus + R"(
+    instances: 2
+    devices: {gpus: auto}
+)",
+                                                   gpu_section("/nonexistent/libnvidia-ml.so.1")));
+  Recycler::Options o = in_sandbox(sb);
+  o.env = {"CUDA_VISIBLE_DEVICES=5,7", "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
+  Recycler r({"run", "-c", cfg}, std::move(o));
+  EXPECT_TRUE(r.wait_for(
+      "devices.gpus: auto shares out 2 GPUs (recycler's own CUDA_VISIBLE_DEVICES): 5,7"));
+  EXPECT_TRUE(r.wait_for_count("train[0] out | gpus=5 order=PCI_BUS_ID", 1));
+  EXPECT_TRUE(r.wait_for_count("train[1] out | gpus=7 order=PCI_BUS_ID", 1));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Devices, AutoWithAnNvmlThatCannotStartRefusesToStart) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  REQUIRE_NO_CUDA_VISIBLE_DEVICES();
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::ofstream(gpu.dir + "/fail_init") << "";
+  std::string cfg = sb.write("d.yaml", config_yaml(sb, std::string(R"(  train:
+    command: )") + kSaysItsGpus + R"(
+    devices: {gpus: auto}
+)",
+                                                   gpu_section()));
+  Recycler r({"run", "-c", cfg}, gpu.options(sb));
+  EXPECT_EQ(r.exit_code(scaled(10s)), 1);
+  EXPECT_THAT(r.output(), HasSubstr("train: devices.gpus: auto counts the GPUs through NVML, "
+                                    "which cannot be used: NVML: nvmlInit_v2: "));
+  EXPECT_EQ(r.count("train[0] started"), 0u) << r.output();
 }
 
 }  // namespace

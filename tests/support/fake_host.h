@@ -87,9 +87,16 @@ class FakeHost final : public HostLookup {
     return *this;
   }
   std::optional<uint64_t> memory_available() const override { return memory_; }
+  // The CUDA_VISIBLE_DEVICES recycler runs with (nullopt, the default: unset).
+  FakeHost& set_cuda_visible_devices(std::optional<std::string> value) {
+    cuda_visible_devices_ = std::move(value);
+    return *this;
+  }
+  std::optional<std::string> cuda_visible_devices() const override { return cuda_visible_devices_; }
 
  private:
   std::optional<uint64_t> memory_;
+  std::optional<std::string> cuda_visible_devices_;
   uid_t euid_;
   gid_t egid_;
   std::map<std::string, User> users_;

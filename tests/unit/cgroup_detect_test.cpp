@@ -15,6 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 std::string fixture(const std::string& name) {
   return std::string(RECYCLER_FIXTURES_DIR) + "/cgroup/" + name;
@@ -220,6 +221,34 @@ TEST(Detect, AnAbsoluteRootIsTakenFromTheTopOfTheHierarchy) {
       detect("/elsewhere/workers", paths_for(tree, "v2.mountinfo", "0::/system.slice/x.service\n"));
   EXPECT_EQ(l.root, "/elsewhere/workers");
   EXPECT_FALSE(l.needs_leaf);
+}
+
+TEST(Detect, AV1KernelWithoutSwapAccountingLacksTheMemswFiles) {
+  FakeTree tree;
+  tree.write("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_THAT(detect("recycler", paths_for(tree, "hybrid.mountinfo")).absent_files,
+              ElementsAre("memory.memsw.limit_in_bytes"));
+  tree.write("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_THAT(detect("recycler", paths_for(tree, "hybrid.mountinfo")).absent_files, IsEmpty());
+}
+
+TEST(Detect, WithoutAMemoryCgroupToLookAtNothingIsCalledAbsent) {
+  FakeTree tree;  // no files at all: a fixture, or a v2 root cgroup
+  EXPECT_THAT(detect("recycler", paths_for(tree, "hybrid.mountinfo")).absent_files, IsEmpty());
+}
+
+TEST(Detect, AV2KernelWithoutSwapAccountingLacksMemorySwapMaxInOurOwnCgroup) {
+  FakeTree tree;
+  const std::string own = "/sys/fs/cgroup/system.slice/recycler.service";
+  tree.write(own + "/cgroup.procs", std::to_string(::getpid()) + "\n");
+  tree.write(own + "/cgroup.controllers", "cpu memory pids\n");
+  tree.write(own + "/cgroup.type", "domain\n");
+  tree.write(own + "/cgroup.subtree_control", "");
+  for (const char* file : {"memory.max", "memory.low", "memory.oom.group"})
+    tree.write(own + "/" + file, "0\n");
+  Layout l =
+      detect("recycler", paths_for(tree, "v2.mountinfo", "0::/system.slice/recycler.service\n"));
+  EXPECT_THAT(l.absent_files, ElementsAre("memory.swap.max"));
 }
 
 TEST(Detect, NoCgroupFilesystemMeansNothingIsEnforced) {

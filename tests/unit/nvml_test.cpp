@@ -166,6 +166,23 @@ TEST_F(NvmlTest, ADriverThatGoesAwayMidQueryIsReportedByTheCallThatFound) {
   fake_.remove("lost_midway");
 }
 
+// What devices: {gpus: auto} shares out.
+TEST_F(NvmlTest, TheDeviceCountIsEveryGpuTheDriverSees) {
+  fake_.write("devices", std::to_string(80 * kGiB) + "\n" + std::to_string(80 * kGiB) + "\n" +
+                             std::to_string(40 * kGiB) + "\n");
+  auto nvml = open();
+  ASSERT_TRUE(nvml);
+  auto count = nvml->device_count();
+  ASSERT_TRUE(count) << count.error().message;
+  EXPECT_EQ(*count, 3u);
+  fake_.write("lost", "");
+  auto gone = nvml->device_count();
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error().message.find("nvmlDeviceGetCount_v2"), std::string::npos)
+      << gone.error().message;
+  fake_.remove("lost");
+}
+
 TEST_F(NvmlTest, AMissingLibraryIsAnErrorThatNamesIt) {
   auto nvml = Nvml::open("/nonexistent/libnvidia-ml.so.1");
   ASSERT_FALSE(nvml);

@@ -474,6 +474,22 @@ TEST(WorkerEnvironment, AllocatorAddsExactlyItsVariablesAndTheProgramsEnvWins) {
                                "RECYCLER_REQUESTS_BATCH_BELOW=unlimited", "RECYCLER_SLOT=0"));
 }
 
+TEST(WorkerEnvironment, DevicesGiveEachSlotItsGpusAndTheProgramsEnvWins) {
+  config::ProgramConfig p;
+  p.name = "train";
+  p.devices.gpus_auto = true;
+  p.devices.xla_preallocate = false;
+  p.env = {{"XLA_PYTHON_CLIENT_PREALLOCATE", "true"}};
+  std::vector<std::string> pool{"0", "1", "2"};
+  auto env = worker_environment({"CUDA_VISIBLE_DEVICES=0,1,2"}, p, 4, 1, "", {}, nullptr, pool);
+  EXPECT_THAT(env, Contains("CUDA_VISIBLE_DEVICES=1")) << "slot 4 of 3 GPUs, round-robin";
+  EXPECT_THAT(env, Contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+  EXPECT_THAT(env, Contains("XLA_PYTHON_CLIENT_PREALLOCATE=true"));
+  p.env["CUDA_VISIBLE_DEVICES"] = "3";
+  EXPECT_THAT(worker_environment({}, p, 4, 1, "", {}, nullptr, pool),
+              Contains("CUDA_VISIBLE_DEVICES=3"));
+}
+
 // How many requests each process may report in batches (python/recycler_notify):
 // the smallest per-process limit; 1 once a whole worker's limit counts them all.
 TEST(WorkerEnvironment, RequestsMayComeInBatchesBelowTheSmallestProcessLimit) {
