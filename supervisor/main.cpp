@@ -178,8 +178,10 @@ int check_command(const std::string& file) {
                !missing.empty()) {
       line += " (not enforced here, no controller: " + missing + ")";
     }
-    for (const std::string& why : cgroup::unapplied_settings(p.limits, layout))
+    for (std::string why : cgroup::unapplied_settings(p.limits, layout)) {
+      if (why.ends_with("; not applied")) why.resize(why.size() - 13);  // said once, here
       line += " (not applied here: " + why + ")";
+    }
     std::cout << escape_text(line) << "\n";  // commands, paths: text from the file
     if (auto counting = describe_request_counting(p)) std::cout << escape_text(*counting) << "\n";
   }
