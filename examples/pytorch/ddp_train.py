@@ -25,6 +25,8 @@ It cooperates with recycler (examples/pytorch/README.md):
     restart count + 1);
   * --crash-rank R --crash-at-step S: rank R exits with status 1 before step S
     of its first run (a peer lost mid-job, as an OOM kill or a fault does);
+    --hang-rank R --hang-at-step S: rank R blocks forever there instead, and
+    the other ranks wait for it in their next all-reduce (a stuck collective);
   * SIGTERM stops it at once (exit 0).
 
     RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \\
@@ -36,6 +38,7 @@ import datetime
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -69,6 +72,10 @@ def parse_args(argv):
     p.add_argument("--crash-rank", type=int, default=-1,
                    help="the rank that crashes (exit 1) at --crash-at-step in its first run")
     p.add_argument("--crash-at-step", type=int, default=0, help="(default 0: never)")
+    p.add_argument("--hang-rank", type=int, default=-1,
+                   help="the rank that hangs (blocks in a lock, as a wedged data loader does) "
+                        "at --hang-at-step in its first run")
+    p.add_argument("--hang-at-step", type=int, default=0, help="(default 0: never)")
     p.add_argument("--step-time", type=float, default=0.0,
                    help="extra seconds per step, to slow a demo down (default 0)")
     p.add_argument("--timeout", type=float, default=60.0,
@@ -154,6 +161,13 @@ class Rank:
                 and self.step + 1 == self.args.crash_at_step):
             print("rank %d: crashing before step %d" % (self.rank, self.step + 1), flush=True)
             os._exit(1)
+        if (self.rank == self.args.hang_rank and self.first_run
+                and self.step + 1 == self.args.hang_at_step):
+            print("rank %d: waiting for batch %d (it will never come)"
+                  % (self.rank, self.step + 1), flush=True)
+            stuck = threading.Lock()
+            stuck.acquire()
+            stuck.acquire()  # nobody releases it: blocks for good (SIGTERM still ends it)
         recycler_notify.iteration(self.step + 1)
         b = self.step % 16
         x = self.x[b * self.args.batch:(b + 1) * self.args.batch]

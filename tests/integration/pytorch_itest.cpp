@@ -269,6 +269,53 @@ TEST(PyTorch, GangRanksAreCheckpointedStoppedAndRestartedTogether) {
   EXPECT_EQ(r.count("RuntimeError"), 0u) << "no rank failed in a collective\n" << r.output();
 }
 
+// A stuck collective: rank 1 wedges (a lock nobody releases) and rank 0 waits
+// for it in its next all-reduce. Both go silent; the watchdog finds the hang
+// within its timeout, and the gang restarts both (the hung rank cannot
+// checkpoint; the other, stuck in gloo, fails or is stopped): they resume
+// from rank 0's last periodic checkpoint, together, and train again.
+TEST(PyTorch, AStuckCollectiveRestartsTheWholeGang) {
+  REQUIRE_TORCH(python);
+  Sandbox sb;
+  const std::string dir = examples_dir() + "/pytorch";
+  std::string args = ddp_args(sb, "hang", *python);
+  args = args.substr(0, args.find(", --leak-rank")) + args.substr(args.find(", --checkpoint,"));
+  std::string program = "  hang:\n    command: [" + args +
+                        ", --hang-rank, \"1\", --hang-at-step, \"60\", --checkpoint-every, "
+                        "\"25\"]\n    cwd: " +
+                        dir + "\n    env: {PYTHONPATH: " + dir + R"(/../../python}
+    instances: 2
+    gang: {master: "127.0.0.1:)" +
+                        std::to_string(free_port()) + R"("}
+    threads: 1
+    sample_interval: 200ms
+    watchdog: {timeout: 2s}
+    checkpoint: {signal: USR1, timeout: 3s}
+    stop: {timeout: 2s}
+)";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, program));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("rank 1: waiting for batch 60", scaled(60s))) << r.output();
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(hang gang recycle: hang\[[01]\]: hung: no WATCHDOG=1)"), &m,
+                         scaled(10s)))
+      << r.output();
+  ASSERT_TRUE(r.wait_for("hang gang restarted: 2 of 2 ranks running", scaled(20s))) << r.output();
+  ASSERT_TRUE(r.wait_for_count("resumed from checkpoint at step", 2, scaled(60s))) << r.output();
+  for (const std::string& line : r.lines()) {
+    if (line.find(": resumed from checkpoint at step") != std::string::npos) {
+      EXPECT_EQ(at_step(line), 50) << "rank 0's last periodic save before step 60: " << line;
+    }
+  }
+  ASSERT_TRUE(eventually(
+      [&] { return rank_steps(sb.tmp() + "/hang.progress").first_of_second.size() == 2; },
+      scaled(60s)))
+      << r.output();
+  EXPECT_EQ(r.count("gang recycle:"), 1u) << "one recycle for both silent ranks\n" << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(30s)), 0) << r.output();
+}
+
 // The same job launched by torchrun in one slot: the checkpoint signal goes to
 // the agent's children (checkpoint.signal_to), the agent gets the stop
 // signal and stops its ranks, and the next start resumes both.
