@@ -109,8 +109,6 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   bool recycle(unsigned slot, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
-  // config gang: the ranks' recycles, together (worker/gang.h); null without.
-  const Gang* gang() const { return gang_.get(); }
   // For the watchdog (watchdog.h): how long each worker being sampled has
   // gone since its last sampling tick, appended to `out`.
   void sampling_progress(TimePoint now, std::vector<Progress>& out) const;

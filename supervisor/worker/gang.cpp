@@ -38,7 +38,6 @@ void Gang::begin(unsigned trigger, RecycleCause cause, bool checkpoint, bool oth
   members_.clear();
   since_ = timers_.now();
   ++recycles_;
-  last_reason_ = cause.reason;
   trigger_name_ = worker(trigger).name();
   std::vector<unsigned> ranks;
   for (unsigned i = 0; i < workers_.size(); ++i)

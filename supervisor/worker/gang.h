@@ -53,10 +53,8 @@ class Gang {
   void on_state_change(Worker& worker);
 
   bool busy() const { return phase_ != Phase::Idle; }
-  // Recycles of the gang (each counts once, whatever the ranks), and the
-  // reason of the last one.
+  // Recycles of the gang (each counts once, whatever the ranks).
   uint64_t recycles() const { return recycles_; }
-  const std::string& last_reason() const { return last_reason_; }
 
  private:
   enum class Phase { Idle, Checkpointing, Stopping, Starting };
@@ -91,7 +89,6 @@ class Gang {
   TimePoint since_{};
   std::string trigger_name_;
   uint64_t recycles_ = 0;
-  std::string last_reason_;
   // Set while its own calls into workers run: their state changes come back
   // through on_state_change and must not start another step meanwhile.
   bool acting_ = false;
