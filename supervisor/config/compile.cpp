@@ -116,4 +116,21 @@ void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink&
   }
 }
 
+void compile_budget(Config& config, fields::ErrorSink& errors) {
+  if (!config.budget) return;
+  BudgetConfig& b = *config.budget;
+  for (ProgramConfig& p : config.programs) p.budget_needs = b.worker_needs(p.budget_processes());
+  if (!b.horizon) return;
+  // The scope's figure goes into each Sample's `current`, and its limit is
+  // the worker context's memory_max (engine/budget.cpp).
+  YAML::Node args;
+  args["metric"] = "current";
+  args["limit"] = "100%";
+  args["horizon"] = std::to_string(b.horizon->count()) + "ms";
+  args["window"] = std::to_string(b.window.count()) + "ms";
+  args["warmup"] = std::to_string(b.warmup.count()) + "ms";
+  PolicySpec spec{"leak", args, "budget.horizon", YAML::Mark::null_mark(), ""};
+  b.trend = build_policy(spec, errors);
+}
+
 }  // namespace recycler::config

@@ -45,4 +45,9 @@ struct ProgramSpec {
 // memory_max).
 void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors);
 
+// The top-level budget, once the programs are compiled: the leak policy
+// behind its horizon (projecting the scope's figure to its limit), and what
+// each program's samples must carry for it (ProgramConfig::budget_needs).
+void compile_budget(Config& config, fields::ErrorSink& errors);
+
 }  // namespace recycler::config

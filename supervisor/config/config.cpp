@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "policies/base/sample.h"
 #include "policies/policy.h"
 
 namespace recycler::config {
@@ -83,10 +84,32 @@ Duration preempt_checkpoint_window(const ProgramConfig& program, Duration deadli
   return std::min(program.checkpoint.timeout, room);
 }
 
+std::optional<uint64_t> BudgetLimit::resolve(std::optional<uint64_t> capacity) const {
+  if (!percent) return bytes;
+  if (!capacity) return std::nullopt;
+  return static_cast<uint64_t>(static_cast<long double>(*capacity) * *percent / 100);
+}
+
+unsigned BudgetConfig::worker_needs(bool processes) const {
+  // Each worker's figure by the metric: the victim's size and growth, and
+  // with scope: workers the sum itself; each process's own for a program
+  // whose processes the budget recycles one at a time.
+  bool process_metric = metric == "rss" || metric == "pss" || metric == "uss";
+  unsigned needs = process_metric ? policies::kNeedsProcessMemory : policies::kNeedsCgroupMemory;
+  if (processes) needs |= policies::kNeedsProcessMemory | policies::kNeedsProcesses;
+  return needs;
+}
+
 bool ProgramConfig::checkpoints() const {
   return checkpoint.given || std::any_of(policies.begin(), policies.end(), [](const auto& p) {
            return p.policy && p.policy->checkpoints();
          });
+}
+
+bool ProgramConfig::budget_processes() const {
+  if (budget.process) return *budget.process;
+  return std::any_of(policies.begin(), policies.end(),
+                     [](const auto& p) { return p.policy && p.policy->per_process(); });
 }
 
 std::string ProgramConfig::request_source() const {

@@ -284,6 +284,26 @@ struct GangConfig {
   bool operator==(const GangConfig&) const = default;
 };
 
+// A program's place in the top-level budget (BudgetConfig), `budget:` in the
+// program: chosen before the others (prefer), only when nothing else is left
+// (avoid), or never (omit); and whether the budget recycles one of its
+// processes (scope: process, a pre-fork server's largest child) or the whole
+// worker. The worker cgroups carry the same preference for systemd-oomd and
+// oomd, should they act first (cgroup/oomd_marks.h).
+enum class BudgetPreference { None, Prefer, Avoid, Omit };
+inline constexpr EnumName<BudgetPreference> kBudgetPreferences[] = {
+    {BudgetPreference::None, "none"},
+    {BudgetPreference::Prefer, "prefer"},
+    {BudgetPreference::Avoid, "avoid"},
+    {BudgetPreference::Omit, "omit"}};
+struct ProgramBudget {
+  BudgetPreference preference = BudgetPreference::None;
+  // Unset: process when one of the program's policies has scope: process
+  // (ProgramConfig::budget_processes).
+  std::optional<bool> process;
+  bool operator==(const ProgramBudget&) const = default;
+};
+
 struct ProgramConfig {
   std::string name;                  // [A-Za-z0-9_.-]+, used as a cgroup directory name
   std::vector<std::string> command;  // argv; a YAML string becomes {"/bin/sh", "-c", string}
@@ -323,6 +343,11 @@ struct ProgramConfig {
   std::vector<ListenSocket> listen;
   RecycleConfig recycle;
   std::optional<GangConfig> gang;
+  ProgramBudget budget;
+  // What the top-level budget reads of this program's samples (Needs bits;
+  // 0 without a budget): set when the config is loaded, so the controller
+  // samples the program even without policies of its own.
+  unsigned budget_needs = 0;
 
   bool operator==(const ProgramConfig&) const = default;
 
@@ -352,6 +377,10 @@ struct ProgramConfig {
   // by an operator (`recycler recycle`): it has a checkpoint: section, or a
   // policy with action: checkpoint.
   bool checkpoints() const;
+  // The top-level budget recycles one process of its workers at a time
+  // rather than a whole worker: budget.scope, else whether a policy has
+  // scope: process.
+  bool budget_processes() const;
 };
 
 struct LogConfig {
@@ -409,6 +438,64 @@ struct PreemptConfig {
   int exit_status() const { return exit_code.value_or(128 + signal); }
   bool operator==(const PreemptConfig&) const = default;
 };
+// `budget:`: the whole box's memory (engine/budget.h), not one worker's: the
+// sum of the supervised workers, the host, or the container recycler runs
+// in, against a limit (held `for:`), under memory pressure (PSI avg10 held
+// `pressure.for`), or projected to reach the limit within `horizon` (the
+// leak policy's estimator over the scope's figure). Then one worker is
+// chosen, by `choose` and the programs' preferences, and recycled gracefully
+// through its program's engine; the next choice waits for that recycle and
+// `cooldown`.
+enum class BudgetScope { Workers, Host, Container };
+inline constexpr EnumName<BudgetScope> kBudgetScopes[] = {{BudgetScope::Workers, "workers"},
+                                                          {BudgetScope::Host, "host"},
+                                                          {BudgetScope::Container, "container"}};
+enum class BudgetChoose { Fastest, Largest, Newest };
+inline constexpr EnumName<BudgetChoose> kBudgetChooses[] = {{BudgetChoose::Fastest, "fastest"},
+                                                            {BudgetChoose::Largest, "largest"},
+                                                            {BudgetChoose::Newest, "newest"}};
+struct BudgetLimit {
+  uint64_t bytes = 0;             // when percent is empty
+  std::optional<double> percent;  // (0, 100] of the scope's capacity
+  std::optional<uint64_t> resolve(std::optional<uint64_t> capacity) const;
+  bool operator==(const BudgetLimit&) const = default;
+};
+struct BudgetPressure {
+  bool full = false;  // full avg10, else some avg10
+  double percent = 0;
+  Duration held = 10s;
+  bool operator==(const BudgetPressure&) const = default;
+};
+struct BudgetConfig {
+  BudgetScope scope = BudgetScope::Workers;
+  // current or anon for every scope; rss, pss or uss (summed over the
+  // workers' processes) for scope: workers.
+  std::string metric = "current";
+  std::optional<BudgetLimit> limit;
+  Duration held = 0s;  // for:
+  std::optional<BudgetPressure> pressure;
+  // The projection (needs limit): the leak policy's estimator over the
+  // scope's figure, with this window and warm-up.
+  std::optional<Duration> horizon;
+  Duration window = 10min;
+  Duration warmup = 2min;
+  BudgetChoose choose = BudgetChoose::Fastest;
+  Duration growth_window = 1min;  // what `fastest` measures each worker's growth over
+  Duration cooldown = 30s;        // after a recycle is done, before the next choice
+  Duration interval = 1s;         // how often the budget is evaluated
+  // The leak policy behind `horizon`, built when the config is loaded.
+  std::shared_ptr<const policies::Policy> trend;
+  bool operator==(const BudgetConfig& o) const {
+    return scope == o.scope && metric == o.metric && limit == o.limit && held == o.held &&
+           pressure == o.pressure && horizon == o.horizon && window == o.window &&
+           warmup == o.warmup && choose == o.choose && growth_window == o.growth_window &&
+           cooldown == o.cooldown && interval == o.interval;
+  }
+  // The Needs bits (policies/base/sample.h) of each worker's samples; with
+  // `processes`, of a program whose processes it recycles one at a time.
+  unsigned worker_needs(bool processes) const;
+};
+
 struct ProgramConfig;
 // The checkpoint window of `program` in a preemption with `deadline`: its
 // checkpoint.timeout, but never so long that its stop (stop.timeout) cannot
@@ -423,6 +510,7 @@ struct Config {
   ControlConfig control;
   std::optional<MetricsConfig> metrics;
   std::optional<PreemptConfig> preempt;
+  std::optional<BudgetConfig> budget;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;
@@ -464,6 +552,15 @@ constexpr const char* to_string(SignalTo to) {
 }
 constexpr const char* to_string(PreemptThen then) {
   return enum_name(kPreemptThens, then);
+}
+constexpr const char* to_string(BudgetScope scope) {
+  return enum_name(kBudgetScopes, scope);
+}
+constexpr const char* to_string(BudgetChoose choose) {
+  return enum_name(kBudgetChooses, choose);
+}
+constexpr const char* to_string(BudgetPreference preference) {
+  return enum_name(kBudgetPreferences, preference);
 }
 
 }  // namespace recycler::config

@@ -152,7 +152,15 @@ std::optional<Parsed> parse_config(const YAML::Node& document, const std::string
   if (auto* v = top->find("control")) parse_control(*v, base, config.control, parsed.control, r);
   if (auto* v = top->find("metrics")) parse_metrics(*v, config.metrics, r);
   if (auto* v = top->find("preempt")) parse_preempt(*v, config.preempt, r);
+  if (auto* v = top->find("budget")) parse_budget(*v, config.budget, r);
   parse_programs(top->find("programs"), root.value.Mark(), base, parsed, r);
+  if (!config.budget)
+    for (const ProgramSites& sites : parsed.programs)
+      if (sites.budget)
+        r.error(sites.budget->slot, sites.budget->mark,
+                sites.budget->path +
+                    ": there is no top-level budget: section for it to take "
+                    "part in; add one, or remove this");
   return parsed;
 }
 
@@ -168,6 +176,7 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   for (size_t i = 0; i < parsed->specs.size(); ++i)
     compile(parsed->specs[i], parsed->config.programs[i], r);
   check_nvml(parsed->config, parsed->specs, host, r);
+  compile_budget(parsed->config, r);
   return std::move(r).finish(std::move(parsed->config));
 }
 
@@ -216,6 +225,8 @@ std::vector<KeyTable> key_tables() {
           {"control", kControlKeys},
           {"metrics", kMetricsKeys},
           {"preempt", kPreemptKeys},
+          {"budget", kBudgetKeys},
+          {"budget.pressure", kBudgetPressureKeys},
           {"programs.*", kProgramKeys},
           {"programs.*.allocator", kAllocatorKeys},
           {"programs.*.devices", kDevicesKeys},
@@ -229,6 +240,7 @@ std::vector<KeyTable> key_tables() {
           {"programs.*.requests", kRequestsKeys},
           {"programs.*.checkpoint", kCheckpointKeys},
           {"programs.*.gang", kGangKeys},
+          {"programs.*.budget", kProgramBudgetKeys},
           {"programs.*.diagnose", kDiagnoseKeys},
           {"programs.*.timeline", kTimelineKeys},
           {"programs.*.listen[]", kListenKeys},

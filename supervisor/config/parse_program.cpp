@@ -335,6 +335,10 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
   if (auto* v = map.find("listen")) parse_listen(*v, base, p, sites, r);
   if (auto* v = map.find("recycle")) parse_recycle(*v, p.recycle, r);
   if (auto* v = map.find("gang")) parse_gang(*v, p, r);
+  if (auto* v = map.get("budget")) {
+    parse_program_budget(*v, p.budget, r);
+    sites.budget = Site{v->path, v->mark(), r.reserve(), ""};
+  }
 }
 
 }  // namespace
@@ -366,6 +370,33 @@ ProgramConfig parse_program(const std::string& name, const Field& f, const fs::p
   if (auto* v = map->get("command"); v && v->value.IsSequence() && v->value.size() > 0)
     sites.command = Site{v->path, v->value[0].Mark(), r.reserve(), {}};
   return p;
+}
+
+// budget: {prefer: true | avoid: true | omit: true, scope: worker|process}
+void parse_program_budget(const Field& f, ProgramBudget& budget, Report& r) {
+  auto map = read_map(f, r, kProgramBudgetKeys);
+  if (!map) return;
+  const Field* chosen = nullptr;
+  for (auto [key, preference] :
+       {std::pair{"prefer", BudgetPreference::Prefer}, std::pair{"avoid", BudgetPreference::Avoid},
+        std::pair{"omit", BudgetPreference::Omit}}) {
+    const Field* v = map->get(key);
+    if (!v) continue;
+    auto on = read_bool(*v, r);
+    if (!on || !*on) continue;
+    if (chosen) {
+      r.error(v->mark(), v->path + ": " + chosen->path +
+                             " is set already: a program is "
+                             "preferred, avoided or omitted, one of them");
+      continue;
+    }
+    chosen = v;
+    budget.preference = preference;
+  }
+  if (auto* v = map->get("scope")) {
+    static constexpr std::string_view kScopes[] = {"worker", "process"};
+    if (auto s = read_choice(*v, kScopes, r)) budget.process = *s == "process";
+  }
 }
 
 }  // namespace detail

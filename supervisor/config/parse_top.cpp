@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <iterator>
 
@@ -141,6 +142,113 @@ void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report
     if (auto code = fields::read_integer(*v, 0, 255, r))
       preempt->exit_code = static_cast<int>(*code);
   }
+}
+
+namespace {
+
+// "512MiB", or "90%" of the scope's capacity.
+std::optional<BudgetLimit> read_budget_limit(const Field& f, Report& r) {
+  auto text = read_scalar(f, "a size or a percentage", r);
+  if (!text) return std::nullopt;
+  if (text->ends_with('%')) {
+    auto pct = read_percent(f, *text, r);
+    if (!pct) return std::nullopt;
+    return BudgetLimit{0, *pct};
+  }
+  auto bytes = read_size(f, r);
+  if (!bytes) return std::nullopt;
+  if (*bytes == 0) {
+    r.error(f.mark(), f.path + " must be greater than 0");
+    return std::nullopt;
+  }
+  return BudgetLimit{*bytes, std::nullopt};
+}
+
+}  // namespace
+
+// "20%" or 20: a share in (0, 100].
+std::optional<double> read_percent(const Field& f, std::string text, Report& r) {
+  const std::string written = text;
+  if (text.ends_with('%')) text.pop_back();
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+  if (!plain || ec != std::errc() || end != text.data() + text.size() || !(v > 0) || v > 100) {
+    r.error(f.mark(), f.path + ": invalid percentage " + quote(written) +
+                          ": expected a number above 0 and at most 100, e.g. " + quote("20%"));
+    return std::nullopt;
+  }
+  return v;
+}
+
+// budget: {scope, metric, limit, for, pressure: {some_avg10|full_avg10, for},
+//          horizon, window, warmup, choose, growth_window, cooldown, interval}
+void parse_budget(const Field& f, std::optional<BudgetConfig>& budget, Report& r) {
+  budget.emplace();
+  BudgetConfig& b = *budget;
+  auto map = read_map(f, r, kBudgetKeys);
+  if (!map) {
+    if (f.null())
+      r.error(f.mark(), f.path +
+                            ": needs a limit, a pressure threshold or both, e.g. "
+                            "budget: {limit: 90%, pressure: {some_avg10: 20%}}");
+    return;
+  }
+  if (auto* v = map->get("scope")) set(b.scope, read_choice(*v, kBudgetScopes, r));
+  if (auto* v = map->get("metric")) {
+    static constexpr std::string_view kMetrics[] = {"current", "anon", "rss", "pss", "uss"};
+    if (auto m = read_choice(*v, kMetrics, r)) {
+      if (*m != "current" && *m != "anon" && b.scope != BudgetScope::Workers)
+        r.error(v->mark(), v->path + ": " + *m +
+                               " is summed over the workers' processes: "
+                               "scope: workers only (the host and a container have current "
+                               "and anon)");
+      else
+        b.metric = *m;
+    }
+  }
+  if (auto* v = map->get("limit")) b.limit = read_budget_limit(*v, r);
+  if (auto* v = map->get("for")) set(b.held, read_duration(*v, r));
+  if (auto* p = map->find("pressure")) {
+    auto pm = read_map(*p, r, kBudgetPressureKeys);
+    if (pm) {
+      const Field* some = pm->get("some_avg10");
+      const Field* full = pm->get("full_avg10");
+      if (some && full) {
+        r.error(full->mark(), full->path + ": give some_avg10 or full_avg10, not both");
+      } else if (!some && !full) {
+        r.error(p->mark(), p->path +
+                               ": needs some_avg10 or full_avg10, e.g. "
+                               "pressure: {some_avg10: 20%, for: 30s}");
+      } else {
+        const Field* v = some ? some : full;
+        if (auto text = read_scalar(*v, "a percentage", r)) {
+          if (auto pct = read_percent(*v, *text, r)) {
+            BudgetPressure pressure;
+            pressure.full = full != nullptr;
+            pressure.percent = *pct;
+            if (auto* d = pm->get("for")) set(pressure.held, read_duration(*d, r));
+            b.pressure = pressure;
+          }
+        }
+      }
+    }
+  }
+  if (auto* v = map->get("horizon")) {
+    b.horizon = read_positive_duration(*v, r, ": how far ahead the trend is projected");
+    if (!map->get("limit"))
+      r.error(v->mark(), v->path + ": a projection needs a limit to reach: set budget.limit");
+  }
+  if (auto* v = map->get("window")) set(b.window, read_positive_duration(*v, r));
+  if (auto* v = map->get("warmup")) set(b.warmup, read_duration(*v, r));
+  if (auto* v = map->get("choose")) set(b.choose, read_choice(*v, kBudgetChooses, r));
+  if (auto* v = map->get("growth_window")) set(b.growth_window, read_positive_duration(*v, r));
+  if (auto* v = map->get("cooldown")) set(b.cooldown, read_duration(*v, r));
+  if (auto* v = map->get("interval")) set(b.interval, read_positive_duration(*v, r));
+  if (!map->find("limit") && !map->find("pressure"))
+    r.error(f.mark(), f.path +
+                          ": needs a limit, a pressure threshold or both, e.g. "
+                          "budget: {limit: 90%, pressure: {some_avg10: 20%}}");
 }
 
 }  // namespace detail

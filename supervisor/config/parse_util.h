@@ -157,8 +157,13 @@ inline bool octal_mode(const std::string& text) {
 // ---------------------------------------------------------------------------
 // The keys each map accepts (key_tables() lists them for the docs test)
 
-inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",     "control",
-                                                "metrics", "preempt",     "programs"};
+inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",    "control",
+                                                "metrics", "preempt",     "budget", "programs"};
+inline constexpr std::string_view kBudgetKeys[] = {
+    "scope",  "metric", "limit",  "for",           "pressure", "horizon",
+    "window", "warmup", "choose", "growth_window", "cooldown", "interval"};
+inline constexpr std::string_view kBudgetPressureKeys[] = {"some_avg10", "full_avg10", "for"};
+inline constexpr std::string_view kProgramBudgetKeys[] = {"prefer", "avoid", "omit", "scope"};
 inline constexpr std::string_view kPreemptKeys[] = {"signal", "deadline", "then", "exit_code"};
 inline constexpr std::string_view kControlKeys[] = {"socket", "mode", "group"};
 inline constexpr std::string_view kGpuKeys[] = {"nvml"};
@@ -189,7 +194,8 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "timeline",
                                                     "listen",
                                                     "recycle",
-                                                    "gang"};
+                                                    "gang",
+                                                    "budget"};
 inline constexpr std::string_view kListenKeys[] = {"name", "address", "backlog",
                                                    "mode", "owner",   "group"};
 inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "ready_after",
@@ -277,6 +283,7 @@ struct ProgramSites {
   std::optional<Site> surge;      // recycle: mode: surge, for its memory headroom
   std::optional<Site> command;    // a command list's first word, for the PATH lookup
   std::optional<Site> gpus_auto;  // devices.gpus: auto, which counts GPUs through NVML
+  std::optional<Site> budget;     // its budget: section, which needs the top-level one
 };
 
 struct ControlSites {
@@ -303,6 +310,11 @@ void parse_control(const Field& f, const fs::path& base, ControlConfig& control,
                    ControlSites& sites, Report& r);
 void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r);
 void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report& r);
+void parse_budget(const Field& f, std::optional<BudgetConfig>& budget, Report& r);
+// "20%" or "20" (`text`, read from `f`): a share in (0, 100]; reported otherwise.
+std::optional<double> read_percent(const Field& f, std::string text, Report& r);
+// A program's `budget:` (its preference and scope), in parse_program.cpp.
+void parse_program_budget(const Field& f, ProgramBudget& budget, Report& r);
 
 // parse_program.cpp: one entry of programs, and its process's settings.
 // A command as `command:` takes it (and diagnose.command): a string runs

@@ -158,6 +158,9 @@ std::string describe_program(const config::ProgramConfig& p) {
                        join(p.diagnose->policies, ", "));
   }
   if (p.timeline) out += "; timeline in " + p.timeline->dir;
+  if (p.budget.preference != config::BudgetPreference::None)
+    out += std::string("; budget: ") + config::to_string(p.budget.preference);
+  if (p.budget_needs && p.budget_processes()) out += "; the budget recycles one process at a time";
   return out;
 }
 
@@ -182,6 +185,37 @@ std::optional<std::string> describe_preempt(const config::Config& config) {
                          ? "requeue the job (scontrol requeue $SLURM_JOB_ID) and "
                          : "",
                      p.exit_status());
+}
+
+std::string describe_budget(const config::BudgetConfig& b) {
+  std::vector<std::string> triggers;
+  if (b.limit) {
+    std::string limit = b.limit->percent ? fmt::format("{:g}% of {}", *b.limit->percent,
+                                                       b.scope == config::BudgetScope::Host
+                                                           ? "the host's memory"
+                                                           : "the container's (or host's) memory")
+                                         : units::format_size(b.limit->bytes);
+    triggers.push_back(fmt::format("over {}{}", limit,
+                                   b.held.count() ? " for " + units::format_duration(b.held) : ""));
+    if (b.horizon)
+      triggers.push_back("projected to reach it within " + units::format_duration(*b.horizon) +
+                         " (leak estimator, window " + units::format_duration(b.window) + ")");
+  }
+  if (b.pressure)
+    triggers.push_back(fmt::format("memory pressure {} avg10 over {:g}% for {}",
+                                   b.pressure->full ? "full" : "some", b.pressure->percent,
+                                   units::format_duration(b.pressure->held)));
+  const char* scope = b.scope == config::BudgetScope::Workers ? "the sum of the workers'"
+                      : b.scope == config::BudgetScope::Host  ? "the host's"
+                                                              : "the container's";
+  return fmt::format(
+      "budget: {} {} {}; then recycle the {} worker gracefully, one at a time, "
+      "{} apart at least (every {})",
+      scope, b.metric, join(triggers, ", or "),
+      b.choose == config::BudgetChoose::Fastest   ? "fastest-growing"
+      : b.choose == config::BudgetChoose::Largest ? "largest"
+                                                  : "newest",
+      units::format_duration(b.cooldown), units::format_duration(b.interval));
 }
 
 }  // namespace recycler

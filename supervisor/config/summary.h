@@ -33,5 +33,8 @@ std::optional<std::string> describe_request_counting(const config::ProgramConfig
 // 1m30s, then requeue the job (scontrol requeue $SLURM_JOB_ID) and exit 138";
 // nullopt without a preempt: section.
 std::optional<std::string> describe_preempt(const config::Config& config);
+// "budget: the sum of the workers' current over 2 GiB for 10s, or ...; then
+// recycle the fastest-growing worker gracefully, ...".
+std::string describe_budget(const config::BudgetConfig& budget);
 
 }  // namespace recycler

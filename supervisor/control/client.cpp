@@ -12,8 +12,10 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -276,6 +278,51 @@ std::string gang_lines(const Json& j) {
   return out;
 }
 
+// Below the table, the top-level budget (config budget:), when there is one:
+// "budget: workers current 310 MiB of 400 MiB, +38 MiB/min, at the limit in
+// 2m; ok; 1 recycle, the last 45s ago: ..."
+std::string budget_line(const Json& j) {
+  auto member = [](const Json& o, const char* key) -> const Json* {
+    if (!o.is_object()) return nullptr;
+    auto it = o.find(key);
+    return it == o.end() || it->is_null() ? nullptr : &*it;
+  };
+  const Json* s = member(j, "supervisor");
+  const Json* b = s ? member(*s, "budget") : nullptr;
+  if (!b) return "";
+  auto str = [&](const char* key) {
+    const Json* v = member(*b, key);
+    return v && v->is_string() ? escape_text(v->get<std::string>()) : std::string();
+  };
+  auto num = [&](const char* key) -> std::optional<double> {
+    const Json* v = member(*b, key);
+    if (!v || !v->is_number()) return std::nullopt;
+    return v->get<double>();
+  };
+  auto size = [](std::optional<double> v) {
+    return v ? units::format_size(static_cast<uint64_t>(std::max(0.0, *v))) : std::string("-");
+  };
+  std::string out = "budget: " + str("scope") + " " + str("metric") + " " + size(num("used_bytes"));
+  if (auto limit = num("limit_bytes")) out += " of " + size(limit);
+  if (auto slope = num("slope_bytes_per_s"))
+    out += fmt::format(", {}{}/min", *slope < 0 ? "-" : "+", size(std::abs(*slope) * 60));
+  if (auto eta = num("crosses_in_s"))
+    out += ", at the limit in " + units::format_duration(std::chrono::duration_cast<Duration>(
+                                      std::chrono::seconds(static_cast<int64_t>(*eta))));
+  if (auto p = num("pressure"))
+    out += fmt::format(", pressure {} {:.1f}%", str("pressure_kind"), *p);
+  out += "; " + str("state");
+  const Json* n = member(*b, "recycles");
+  uint64_t count = n && n->is_number_unsigned() ? n->get<uint64_t>() : 0;
+  out += fmt::format("; {} recycle{}", count, count == 1 ? "" : "s");
+  if (auto ago = num("last_ago_s"))
+    out += ", the last " +
+           units::format_duration(std::chrono::duration_cast<Duration>(
+               std::chrono::seconds(static_cast<int64_t>(*ago)))) +
+           " ago: " + str("last_choice");
+  return out + "\n";
+}
+
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -298,7 +345,7 @@ int status_command(const ClientOptions& o, const std::vector<std::string>& progr
   if (o.json)
     std::cout << dump(j->value("workers", Json::array())) << "\n";
   else
-    std::cout << status_table(workers, !programs.empty()) << gang_lines(*j);
+    std::cout << status_table(workers, !programs.empty()) << gang_lines(*j) << budget_line(*j);
   return status_exit_code(workers);
 }
 

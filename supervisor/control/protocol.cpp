@@ -318,6 +318,21 @@ Json to_json(const SupervisorStatus& s) {
                   {"exits", std::move(exits)},
                   {"recycles_by", std::move(recycles_by)},
                   {"summary", summary_line(s)}};
+  if (const auto& b = s.budget) {
+    auto text = [](const std::string& t) { return t.empty() ? Json(nullptr) : Json(t); };
+    supervisor["budget"] = {{"scope", b->scope},
+                            {"metric", b->metric},
+                            {"used_bytes", optional_json(b->used)},
+                            {"limit_bytes", optional_json(b->limit)},
+                            {"pressure", optional_json(b->pressure)},
+                            {"pressure_kind", text(b->pressure_kind)},
+                            {"slope_bytes_per_s", optional_json(b->slope_bytes_per_s)},
+                            {"crosses_in_s", optional_json(b->crosses_in_s)},
+                            {"state", b->state},
+                            {"recycles", b->recycles},
+                            {"last_choice", text(b->last_choice)},
+                            {"last_ago_s", optional_json(b->last_ago_s)}};
+  }
   return {{"supervisor", std::move(supervisor)}, {"workers", std::move(workers)}};
 }
 

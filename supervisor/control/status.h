@@ -115,6 +115,20 @@ struct RecycleCountKey {
   auto operator<=>(const RecycleCountKey&) const = default;
 };
 
+// The top-level budget (config budget:, engine/budget.h), as of its last reading.
+struct BudgetStatus {
+  std::string scope, metric;
+  std::optional<uint64_t> used, limit;
+  std::optional<double> pressure;           // PSI avg10, percent (some or full, `pressure_kind`)
+  std::string pressure_kind;                // "some", "full"; "" without a pressure trigger
+  std::optional<double> slope_bytes_per_s;  // the scope's figure over growth_window
+  std::optional<double> crosses_in_s;       // at that slope
+  std::string state;                        // "ok", "over the limit for 3s", ...
+  uint64_t recycles = 0;                    // choices made since it started (or was reloaded)
+  std::string last_choice;                  // its reason; "" before the first
+  std::optional<double> last_ago_s;
+};
+
 struct SupervisorStatus {
   pid_t pid = 0;
   double uptime_s = 0;
@@ -128,6 +142,7 @@ struct SupervisorStatus {
   std::map<RecycleCountKey, uint64_t> recycles_by;
   // Exits by program and reason (those that happened).
   std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by;
+  std::optional<BudgetStatus> budget;
 };
 
 // Counts exits and recycles from the log events that report them.

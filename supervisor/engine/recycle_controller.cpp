@@ -29,6 +29,7 @@ RecycleController::RecycleController(std::shared_ptr<const config::ProgramConfig
   // A timeline records at least the cgroup's figures (cheap); per-process
   // ones only when a policy pays for them anyway.
   if (program_->timeline) needs_ |= policies::kNeedsCgroupMemory;
+  needs_ |= program_->budget_needs;
   slots_.reserve(slots);
   for (unsigned i = 0; i < slots; ++i)
     slots_.push_back(
@@ -48,11 +49,14 @@ std::string RecycleController::name(unsigned slot) const {
 // "anon 612 MiB > 600 MiB (memory policy)": what RECYCLER_RECYCLE_REASON says.
 std::string RecycleController::cause_text(size_t policy, const Decision& decision) const {
   if (policy == kOperator) return decision.reason;
+  if (policy == kBudget) return decision.reason + " (budget)";
   return decision.reason + " (" + std::string(policies_[policy]->name()) + " policy)";
 }
 
 std::string_view RecycleController::policy_name(size_t policy) const {
-  return policy == kOperator ? std::string_view(kOperatorPolicy) : policies_[policy]->name();
+  if (policy == kOperator) return kOperatorPolicy;
+  if (policy == kBudget) return kBudgetPolicy;
+  return policies_[policy]->name();
 }
 
 void RecycleController::log(LogLevel level, std::string message) {
@@ -356,11 +360,11 @@ void RecycleController::announce(unsigned slot, size_t policy, const Decision& d
 void RecycleController::restart(unsigned slot, size_t policy, std::string reason, bool resume) {
   Slot& s = slots_[slot];
   std::string_view p = policy_name(policy);
-  bool may_loop = policy != kOperator && policies_[policy]->may_loop();
+  bool may_loop = policy == kBudget || (policy != kOperator && policies_[policy]->may_loop());
   auto uptime = std::chrono::duration_cast<Duration>(now_() - s.run->context.started);
   Duration delay = s.guard.on_recycle(
       uptime, may_loop,
-      (policy == kOperator ? std::string() : std::to_string(policy)) + std::string(p));
+      (policy >= policies_.size() ? std::string() : std::to_string(policy)) + std::string(p));
   if (delay > Duration{0}) {
     event(LogLevel::Warn, "recycle_loop",
           fmt::format(
@@ -558,6 +562,26 @@ bool RecycleController::recycle_asked(unsigned slot, std::string reason) {
   d.reason = std::move(reason);
   decide(slot, kOperator, std::move(d));
   return true;
+}
+
+bool RecycleController::budget_recycle(unsigned slot, pid_t pid, std::string reason) {
+  if (slot >= slots_.size() || !running(slot)) return false;
+  Decision d;
+  d.reason = std::move(reason);
+  if (pid) {
+    if (!slots_[slot].run->members.count(pid)) return false;
+    d.action = Decision::Action::Signal;
+    d.pid = pid;
+  } else {
+    d.action = program_->checkpoints() ? Decision::Action::Checkpoint : Decision::Action::Restart;
+  }
+  decide(slot, kBudget, std::move(d));
+  return true;
+}
+
+std::optional<TimePoint> RecycleController::run_started_at(unsigned slot) const {
+  if (slot >= slots_.size() || !slots_[slot].run) return std::nullopt;
+  return slots_[slot].run->context.started;
 }
 
 const std::string& RecycleController::status_text(unsigned slot) const {

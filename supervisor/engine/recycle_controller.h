@@ -136,8 +136,11 @@ class RecycleController {
   RecycleController(std::shared_ptr<const config::ProgramConfig> program, unsigned slots,
                     Clock clock);
 
-  // Sampled at all: there are policies, or a timeline to record.
-  bool active() const { return !policies_.empty() || program_->timeline.has_value(); }
+  // Sampled at all: there are policies, a timeline to record, or a budget
+  // that reads the program's figures.
+  bool active() const {
+    return !policies_.empty() || program_->timeline.has_value() || program_->budget_needs != 0;
+  }
   // The Needs bits of the probes, per sample: the policies', and the CPU time
   // while a request-counting policy has counted nothing and not warned yet.
   unsigned needs() const {
@@ -215,6 +218,15 @@ class RecycleController {
   bool recycle_asked(unsigned slot, std::string reason);
   // The policy name decisions of recycle_asked() carry.
   static constexpr const char* kOperatorPolicy = "control";
+  // The top-level budget (engine/budget.h) chose this worker, or with `pid`
+  // one of its processes (its program's budget scope: process): decided as a
+  // policy's decision is, through the same queue, loop guard and checkpoint,
+  // as policy "budget". False when there is nothing to recycle (the slot is
+  // not running, or already recycling; the process is not the worker's).
+  bool budget_recycle(unsigned slot, pid_t pid, std::string reason);
+  static constexpr const char* kBudgetPolicy = "budget";
+  // The run's start, for the budget's candidates; nullopt without a run.
+  std::optional<TimePoint> run_started_at(unsigned slot) const;
 
   // What status shows of a run: its last sample (with the counts
   // prepare() filled in), nullptr when the slot has none; the requests
@@ -332,8 +344,9 @@ class RecycleController {
   };
 
   std::string name(unsigned slot) const;
-  // The policy behind a decision: an index of policies_, or kOperator.
+  // The policy behind a decision: an index of policies_, kOperator or kBudget.
   static constexpr size_t kOperator = static_cast<size_t>(-1);
+  static constexpr size_t kBudget = static_cast<size_t>(-2);
   std::string_view policy_name(size_t policy) const;
   // Built in place: moving a whole Command through a temporary makes GCC 12
   // at -O2 warn that AskCheckpoint::signal "may be used uninitialized".

@@ -169,6 +169,34 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
            Type::Counter);
   for (const ProgramStatus& p : s.programs)
     if (p.gang) w.sample("recycler_gang_recycles_total", {{"program", p.name}}, p.gang_recycles);
+  if (const auto& b = s.budget) {
+    const Label scope[] = {{"scope", b->scope}, {"metric", b->metric}};
+    w.family("recycler_budget_used_bytes",
+             "The budget's figure (config budget:): the sum of the workers', the host's or the "
+             "container's memory by its metric.",
+             Type::Gauge);
+    if (b->used) w.sample("recycler_budget_used_bytes", scope, *b->used);
+    w.family("recycler_budget_limit_bytes",
+             "The budget's limit, resolved (a percentage of the "
+             "host's or the container's memory).",
+             Type::Gauge);
+    if (b->limit) w.sample("recycler_budget_limit_bytes", scope, *b->limit);
+    w.family("recycler_budget_growth_bytes_per_second",
+             "How fast the budget's figure grows (Theil-Sen over budget.growth_window).",
+             Type::Gauge);
+    if (b->slope_bytes_per_s)
+      w.sample("recycler_budget_growth_bytes_per_second", scope, *b->slope_bytes_per_s);
+    w.family("recycler_budget_pressure_percent",
+             "The memory pressure the budget watches: PSI avg10, some or full.", Type::Gauge);
+    if (b->pressure)
+      w.sample("recycler_budget_pressure_percent",
+               {{"scope", b->scope}, {"kind", b->pressure_kind}}, *b->pressure);
+    w.family("recycler_budget_recycles_total",
+             "Workers the budget chose and recycled gracefully since recycler started or the "
+             "budget was reloaded.",
+             Type::Counter);
+    w.sample("recycler_budget_recycles_total", {{"scope", b->scope}}, b->recycles);
+  }
   w.family("recycler_exits_total",
            "Worker runs that ended, by program and reason: clean (asked for, or status 0), "
            "crash (a non-zero status), oom_kill (the kernel's OOM killer), signal (killed by a "

@@ -166,9 +166,13 @@ std::optional<uint64_t> parse_cpu_stat_usage_usec(std::string_view text) {
 }
 
 std::optional<double> parse_pressure_some_avg10(std::string_view text) {
+  return parse_pressure_avg10(text, false);
+}
+
+std::optional<double> parse_pressure_avg10(std::string_view text, bool full) {
   while (!text.empty()) {
     std::string_view rest = next_line(text);
-    if (next_token(rest) != "some") continue;
+    if (next_token(rest) != (full ? "full" : "some")) continue;
     for (std::string_view field = next_token(rest); !field.empty(); field = next_token(rest)) {
       constexpr std::string_view kAvg10 = "avg10=";
       if (field.substr(0, kAvg10.size()) != kAvg10) continue;
@@ -181,6 +185,22 @@ std::optional<double> parse_pressure_some_avg10(std::string_view text) {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+HostMemory parse_meminfo(std::string_view text) {
+  HostMemory out;
+  while (!text.empty()) {
+    std::string_view rest = next_line(text);
+    std::string_view key = next_token(rest);
+    std::optional<uint64_t>* field = key == "MemTotal:"       ? &out.total
+                                     : key == "MemAvailable:" ? &out.available
+                                     : key == "AnonPages:"    ? &out.anon
+                                                              : nullptr;
+    if (!field) continue;
+    auto kib = parse_u64(next_token(rest));
+    if (kib && next_token(rest) == "kB" && *kib <= UINT64_MAX / 1024) *field = *kib * 1024;
+  }
+  return out;
 }
 
 ProcessMemory parse_smaps_rollup(std::string_view text) {

@@ -34,6 +34,15 @@ std::optional<uint64_t> parse_cpu_stat_usage_usec(std::string_view text);
 
 // v2 memory.pressure: the avg10 of the "some" line, percent.
 std::optional<double> parse_pressure_some_avg10(std::string_view text);
+// memory.pressure or /proc/pressure/memory: the avg10 of the "some" or the
+// "full" line, percent.
+std::optional<double> parse_pressure_avg10(std::string_view text, bool full);
+
+// /proc/meminfo, bytes: MemTotal, MemAvailable and AnonPages.
+struct HostMemory {
+  std::optional<uint64_t> total, available, anon;
+};
+HostMemory parse_meminfo(std::string_view text);
 
 // One process's memory, bytes.
 struct ProcessMemory {

@@ -288,6 +288,13 @@ bool ProgramMonitor::recycle(unsigned slot, std::string reason) {
   return asked;
 }
 
+bool ProgramMonitor::budget_recycle(unsigned slot, pid_t pid, std::string reason) {
+  if (slot >= slots_.size()) return false;
+  bool asked = controller_.budget_recycle(slot, pid, std::move(reason));
+  run_commands();
+  return asked;
+}
+
 void ProgramMonitor::on_notify(Worker& worker, engine::Generation generation, pid_t sender,
                                const notify::NotifyMessage& message) {
   Slot* slot = find(worker);

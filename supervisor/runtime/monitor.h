@@ -107,6 +107,10 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // as an event (RecycleController::recycle_asked). False when it is not
   // running or already recycling.
   bool recycle(unsigned slot, std::string reason);
+  // The top-level budget chose `slot` (or its process `pid`): to the
+  // controller (RecycleController::budget_recycle). False when there is
+  // nothing to recycle there now.
+  bool budget_recycle(unsigned slot, pid_t pid, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
   // For the watchdog (watchdog.h): how long each worker being sampled has

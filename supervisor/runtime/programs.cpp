@@ -6,6 +6,7 @@
 #include "policies/base/units.h"
 #include "policies/metric.h"
 #include "supervisor/cgroup/memory_settings.h"
+#include "supervisor/cgroup/oomd_marks.h"
 #include "supervisor/config/parse.h"
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
@@ -70,6 +71,16 @@ std::optional<config::Config> load_for_reload(const SupervisorOptions& options,
     return std::nullopt;
   }
   return next;
+}
+
+// The program's place in the budget, on the worker's cgroup for
+// systemd-oomd and oomd (cgroup/oomd_marks.h); what cannot be written is said
+// at debug level: it matters only where one of them runs.
+void mark_for_oomd(const config::ProgramConfig& cfg, const cgroup::WorkerCgroup& cg) {
+  std::string why = cgroup::mark_for_oomd(cg, cfg.budget.preference);
+  if (!why.empty())
+    log::debug("{}: cannot mark {} for systemd-oomd and oomd ({}): {}", cfg.name, cg.path(),
+               to_string(cfg.budget.preference), why);
 }
 
 }  // namespace
@@ -143,9 +154,12 @@ bool Supervisor::create_workers(Program& program) {
       router_.remove(cfg.name);
       return false;
     }
-    CgroupFactory make_cgroup = [this, name = cfg.name, slot,
-                                 limits = cfg.limits](unsigned variant) {
-      return cgroups_->create(name, slot, limits, variant);
+    mark_for_oomd(cfg, **cg);
+    CgroupFactory make_cgroup = [this, name = cfg.name, slot, limits = cfg.limits,
+                                 config = program.config](unsigned variant) {
+      auto next = cgroups_->create(name, slot, limits, variant);
+      if (next) mark_for_oomd(*config, **next);
+      return next;
     };
     program.workers.push_back(std::make_unique<Worker>(context_, program.config, slot,
                                                        std::move(cg.value()), notify_address,
@@ -224,6 +238,7 @@ ReloadOutcome Supervisor::reload() {
   gpu_.apply(*next);
   metrics_.apply(*next);
   reload_programs(*next, out);
+  apply_budget(*next);
   commands_.reloaded(out.unchanged);
   config_ = std::move(*next);
   out.ok = true;

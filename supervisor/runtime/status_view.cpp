@@ -155,6 +155,7 @@ SupervisorStatus Supervisor::status(bool workers) const {
     out.workers_running += p.running;
   }
   counters_.fill(out);
+  if (budget_) out.budget = budget_->status(timers_.now());
   return out;
 }
 

@@ -179,6 +179,7 @@ Supervisor::~Supervisor() {
   log::observe_output(nullptr);
   systemd_status_.stop();
   commands_.close();
+  budget_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   gpu_.stop();  // waits for a query in flight (one NVML call)
@@ -239,6 +240,7 @@ int Supervisor::run() {
         "preempt.then: requeue, but recycler is not in a Slurm job (no SLURM_JOB_ID): a "
         "preemption will exit with status {} without a requeue",
         config_.preempt->exit_status());
+  apply_budget(config_);
   start_up();
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (requeue_) {
@@ -251,6 +253,14 @@ int Supervisor::run() {
       log::error("preempt: cannot requeue the job: {}", why);
   }
   return exit_code_;
+}
+
+void Supervisor::apply_budget(const config::Config& next) {
+  if (budget_ && next.budget && budget_->config() == *next.budget) return;
+  budget_.reset();
+  if (!next.budget || shutting_down_) return;
+  budget_ = std::make_unique<BudgetWatch>(timers_, programs_, *next.budget,
+                                          budget_sources(*cgroups_, options_.paths));
 }
 
 void Supervisor::start_watchdog() {
@@ -367,6 +377,7 @@ void Supervisor::shutdown(int exit_code, bool force, std::optional<Duration> pre
     return;
   }
   systemd_status_.stopping();
+  budget_.reset();  // nothing more to choose while everything stops
   size_t total = 0;
   for (auto& [name, program] : programs_) total += program.workers.size();
   auto pending = std::make_shared<size_t>(total);

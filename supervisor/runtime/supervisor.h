@@ -41,6 +41,7 @@
 #include "supervisor/process/escapes.h"
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
+#include "supervisor/runtime/budget_watch.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
 #include "supervisor/runtime/gpu_pool.h"
@@ -136,6 +137,10 @@ class Supervisor {
   // Processes that leave their worker's cgroup (escapes.h), once cgroups are open.
   std::unique_ptr<EscapeWatch> escapes_;
   Programs programs_;
+  // config budget: (budget_watch.h), once the programs exist; rebuilt when a
+  // reload changes the section.
+  std::unique_ptr<BudgetWatch> budget_;
+  void apply_budget(const config::Config& next);
   std::vector<uv::Handle<uv_signal_t>> signals_;
   // Work that destroys workers, so must not run inside one of their callbacks.
   DeferredQueue deferred_{timers_};

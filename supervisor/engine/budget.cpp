@@ -1,0 +1,280 @@
+#include "supervisor/engine/budget.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "policies/base/units.h"
+
+namespace recycler::engine {
+namespace {
+
+using config::BudgetPreference;
+using units::format_duration;
+using units::format_size;
+
+// "38 MiB/min": a slope in bytes per second.
+std::string per_minute(double slope) {
+  return format_size(static_cast<uint64_t>(std::llround(std::max(0.0, slope) * 60))) + "/min";
+}
+
+Duration whole_seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::seconds(std::llround(std::max(0.0, s))));
+}
+
+// Prefer first, then those without a preference, then avoid.
+int rank(BudgetPreference p) {
+  switch (p) {
+    case BudgetPreference::Prefer:
+      return 0;
+    case BudgetPreference::None:
+      return 1;
+    case BudgetPreference::Avoid:
+      return 2;
+    case BudgetPreference::Omit:
+      return 3;
+  }
+  return 3;
+}
+
+std::string worker_name(const BudgetCandidate& c) {
+  std::string name = c.program + "[" + std::to_string(c.slot) + "]";
+  if (c.pid) name += " pid " + std::to_string(c.pid);
+  return name;
+}
+
+}  // namespace
+
+Budget::Budget(const config::BudgetConfig& config) : config_(config) {}
+
+double Budget::seconds(TimePoint t) const {
+  return std::chrono::duration<double>(t - *epoch_).count();
+}
+
+// Keeps the points within `span` seconds of the newest, at most kMaxPoints:
+// past that every other one of the older half goes, so the series still
+// spans the window.
+void Budget::add_point(Series& s, double t, double v, double span) {
+  s.points.push_back({t, v});
+  auto old = std::find_if(s.points.begin(), s.points.end(),
+                          [&](const policies::Point& p) { return p.t >= t - span; });
+  s.points.erase(s.points.begin(), old);
+  if (s.points.size() > kMaxPoints) {
+    size_t half = s.points.size() / 2;
+    std::vector<policies::Point> kept;
+    kept.reserve(s.points.size());
+    for (size_t i = 0; i < s.points.size(); ++i)
+      if (i >= half || i % 2 == 0) kept.push_back(s.points[i]);
+    s.points = std::move(kept);
+  }
+}
+
+std::optional<double> Budget::slope_of(const Series& s) {
+  if (s.points.size() < 3) return std::nullopt;
+  return policies::theil_sen(s.points, scratch_);
+}
+
+// The trigger that holds as of `r`, as the first half of the reason, and its
+// kind; nullopt while none does.
+std::optional<std::string> Budget::trigger(const BudgetReading& r, std::optional<uint64_t> limit,
+                                           std::string& kind) {
+  std::string scope = to_string(config_.scope);
+  std::optional<std::string> found;
+  // Usage, held for: (every clock runs on every reading, whichever fires).
+  if (limit && r.used && *r.used > *limit) {
+    if (!over_since_) over_since_ = r.t;
+    if (r.t - *over_since_ >= config_.held && !found) {
+      kind = "usage";
+      found = fmt::format("{} {} {} > {}{}", scope, config_.metric, format_size(*r.used),
+                          format_size(*limit),
+                          config_.held.count() > 0 ? " for " + format_duration(config_.held) : "");
+    }
+  } else {
+    over_since_.reset();
+  }
+  if (const auto& p = config_.pressure; p && r.pressure && *r.pressure > p->percent) {
+    if (!pressed_since_) pressed_since_ = r.t;
+    if (r.t - *pressed_since_ >= p->held && !found) {
+      kind = "pressure";
+      found =
+          fmt::format("{} memory pressure {} avg10 {:.1f}% > {:g}% for {}", scope,
+                      p->full ? "full" : "some", *r.pressure, p->percent, format_duration(p->held));
+    }
+  } else {
+    pressed_since_.reset();
+  }
+  // The projection: the leak policy's estimator, whose limit is the budget's.
+  if (config_.trend && limit && r.used) {
+    if (!trend_ || trend_limit_ != limit) {
+      policies::WorkerContext context;
+      context.started = r.t;
+      context.memory_max = *limit;
+      trend_ = config_.trend->start(context);
+      trend_limit_ = limit;
+    }
+    policies::Sample s;
+    s.t = r.t;
+    s.current = *r.used;
+    policies::Decision d = config_.trend->evaluate(s, *trend_);
+    if (d && !found) {
+      kind = "trend";
+      std::string when =
+          d.predicted_s ? ", trend crosses in " + format_duration(whole_seconds(*d.predicted_s))
+                        : std::string();
+      found = fmt::format("{} {} {} of {}{}", scope, config_.metric, format_size(*r.used),
+                          format_size(*limit), when);
+    }
+  }
+  return found;
+}
+
+std::optional<BudgetChoice> Budget::choose(const BudgetReading& r, uint64_t excess) {
+  const BudgetCandidate* best = nullptr;
+  std::optional<double> best_slope;
+  std::string why;
+  for (int level = 0; level < 3 && !best; ++level) {
+    const BudgetCandidate* largest = nullptr;
+    for (const BudgetCandidate& c : r.candidates) {
+      if (!c.eligible || rank(c.preference) != level) continue;
+      if (!largest || c.bytes > largest->bytes) largest = &c;
+      if (config_.choose == config::BudgetChoose::Newest) {
+        if (!best || c.started > best->started) best = &c;
+      } else if (config_.choose == config::BudgetChoose::Fastest && c.bytes >= excess) {
+        // Only one whose recycle would bring the figure back under the
+        // limit: a small leaker recycled over and over while the rest holds
+        // the excess would not.
+        auto it = workers_.find(key_of(c));
+        std::optional<double> slope;
+        if (it != workers_.end()) slope = slope_of(it->second);
+        if (slope && *slope > 0 && (!best_slope || *slope > *best_slope)) {
+          best = &c;
+          best_slope = slope;
+        }
+      }
+    }
+    // Largest, and fastest when nothing of this rank that holds the excess grows.
+    if (!best) best = largest;
+  }
+  if (!best) return std::nullopt;
+  switch (config_.choose) {
+    case config::BudgetChoose::Fastest:
+      why = best_slope
+                ? "fastest-growing, " + per_minute(*best_slope) + ", " + format_size(best->bytes)
+                : "largest (none that holds the excess grows), " + format_size(best->bytes);
+      break;
+    case config::BudgetChoose::Largest:
+      why = "largest, " + format_size(best->bytes);
+      break;
+    case config::BudgetChoose::Newest:
+      why = "newest, started " +
+            format_duration(
+                whole_seconds(std::chrono::duration<double>(r.t - best->started).count())) +
+            " ago, " + format_size(best->bytes);
+      break;
+  }
+  if (best->preference == BudgetPreference::Prefer) why += ", preferred";
+  if (best->preference == BudgetPreference::Avoid) why += ", avoided but nothing else is left";
+  BudgetChoice choice;
+  choice.program = best->program;
+  choice.slot = best->slot;
+  choice.pid = best->pid;
+  choice.bytes = best->bytes;
+  choice.slope = best_slope;
+  choice.reason = "recycling " + worker_name(*best) + ": " + why;
+  victim_ = key_of(*best);
+  victim_name_ = worker_name(*best);
+  return choice;
+}
+
+void Budget::start_over() {
+  over_since_.reset();
+  pressed_since_.reset();
+  trend_.reset();
+}
+
+std::optional<BudgetChoice> Budget::evaluate(const BudgetReading& r) {
+  if (!epoch_) epoch_ = r.t;
+  const double now = seconds(r.t);
+  const double span = std::chrono::duration<double>(config_.growth_window).count();
+  std::optional<uint64_t> limit;
+  if (config_.limit) limit = config_.limit->resolve(r.capacity);
+
+  // Every candidate's growth, over growth_window; forgotten once gone.
+  for (auto& [key, series] : workers_) series.seen = false;
+  for (const BudgetCandidate& c : r.candidates) {
+    Series& s = workers_[key_of(c)];
+    s.seen = true;
+    add_point(s, now, static_cast<double>(c.bytes), span);
+  }
+  std::erase_if(workers_, [](const auto& e) { return !e.second.seen; });
+  if (r.used) add_point(used_, now, static_cast<double>(*r.used), span);
+
+  // The victim being recycled: until its run (or process) is gone, then the cool-down.
+  if (victim_) {
+    bool gone = std::none_of(r.candidates.begin(), r.candidates.end(),
+                             [&](const BudgetCandidate& c) { return key_of(c) == *victim_; });
+    if (gone) {
+      victim_.reset();
+      cooling_until_ = r.t + config_.cooldown;
+    }
+  }
+  bool waiting = victim_ || (cooling_until_ && r.t < *cooling_until_);
+  std::optional<BudgetChoice> choice;
+  stuck_.clear();
+  if (waiting) {
+    start_over();
+  } else {
+    std::string kind;
+    if (auto why = trigger(r, limit, kind)) {
+      uint64_t excess = kind == "usage" && limit && r.used ? *r.used - *limit : 0;
+      if (auto c = choose(r, excess)) {
+        c->trigger = kind;
+        c->reason = *why + "; " + c->reason;
+        ++view_.recycles;
+        view_.last_choice = c->reason;
+        view_.last_at = r.t;
+        start_over();
+        choice = std::move(c);
+      } else {
+        stuck_ = *why + "; no worker can be recycled now";
+      }
+    }
+  }
+  update_view(r, limit);
+  return choice;
+}
+
+void Budget::update_view(const BudgetReading& r, std::optional<uint64_t> limit) {
+  view_.used = r.used;
+  view_.limit = limit;
+  view_.pressure = r.pressure;
+  view_.slope = slope_of(used_);
+  view_.crosses_in_s.reset();
+  if (view_.slope && *view_.slope > 0 && limit && r.used && *r.used < *limit)
+    view_.crosses_in_s = static_cast<double>(*limit - *r.used) / *view_.slope;
+  if (!stuck_.empty()) {
+    view_.state = stuck_;
+  } else if (victim_) {
+    view_.state = "waiting for " + victim_name_ + " to recycle";
+  } else if (cooling_until_ && r.t < *cooling_until_) {
+    view_.state = "cooling down " +
+                  format_duration(std::chrono::duration_cast<Duration>(*cooling_until_ - r.t));
+  } else if (over_since_) {
+    view_.state = "over the limit for " +
+                  format_duration(std::chrono::duration_cast<Duration>(r.t - *over_since_));
+  } else if (pressed_since_) {
+    view_.state = "under pressure for " +
+                  format_duration(std::chrono::duration_cast<Duration>(r.t - *pressed_since_));
+  } else {
+    view_.state = "ok";
+  }
+}
+
+void Budget::refused() {
+  victim_.reset();
+  cooling_until_.reset();
+}
+
+}  // namespace recycler::engine

@@ -1,0 +1,274 @@
+#include "supervisor/runtime/budget_watch.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string_view>
+
+#include "policies/base/units.h"
+#include "supervisor/config/summary.h"
+#include "supervisor/log/log.h"
+#include "supervisor/probe/parse.h"
+#include "supervisor/runtime/monitor.h"
+#include "supervisor/util/fd.h"
+
+namespace recycler {
+namespace {
+
+using config::BudgetScope;
+using units::format_size;
+
+// A small file's text; nullopt when it cannot be read.
+std::optional<std::string> read_small(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  Result<std::string> text = read_file_at(AT_FDCWD, path);
+  if (!text) return std::nullopt;
+  return std::move(text.value());
+}
+
+// The worker's figure by the budget's metric: its cgroup's current or anon,
+// or rss, pss or uss summed over its processes.
+std::optional<uint64_t> worker_figure(const policies::Sample& s, const std::string& metric) {
+  if (metric == "current") return s.current;
+  if (metric == "anon") return s.anon;
+  std::optional<uint64_t> sum;
+  for (const policies::ProcessSample& p : s.processes) {
+    const std::optional<uint64_t>& v = metric == "rss" ? p.rss : metric == "pss" ? p.pss : p.uss;
+    if (v) sum = sum.value_or(0) + *v;
+  }
+  return sum;
+}
+
+// One process's figure: by the metric where it is a process's (rss, pss,
+// uss), else its rss.
+std::optional<uint64_t> process_figure(const policies::ProcessSample& p,
+                                       const std::string& metric) {
+  if (metric == "pss") return p.pss;
+  if (metric == "uss") return p.uss;
+  return p.rss;
+}
+
+// The v1 memory hierarchy's line of /proc/self/cgroup ("4:memory:/a/b"), or
+// v2's ("0::/a/b"): the path.
+std::optional<std::string> own_cgroup(const std::string& text, bool v2) {
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    size_t a = line.find(':');
+    size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
+    if (b == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(a + 1, b - a - 1);
+    std::string_view path = line.substr(b + 1);
+    if (v2 ? (line.substr(0, a) == "0" && controllers.empty())
+           : ("," + std::string(controllers) + ",").find(",memory,") != std::string::npos)
+      return std::string(path);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+BudgetWatch::Sources budget_sources(const cgroup::Manager& cgroups, const cgroup::Paths& paths) {
+  BudgetWatch::Sources s;
+  s.proc = paths.proc;
+  const cgroup::Layout& layout = cgroups.layout();
+  s.v2 = layout.mode == cgroup::Mode::V2;
+  for (const cgroup::Hierarchy& h : layout.hierarchies) {
+    if (!(s.v2 || h.controller == "memory")) continue;
+    if (cgroups.enforcing()) s.workers = layout.dir(h);
+    std::string own = s.v2 ? layout.own : std::string();
+    if (!s.v2)
+      if (auto text = read_small(paths.self_cgroup))
+        if (auto path = own_cgroup(*text, false)) own = *path;
+    if (!own.empty()) s.container = h.mount + (own == "/" ? std::string() : own);
+  }
+  return s;
+}
+
+BudgetWatch::BudgetWatch(Timers& timers, Programs& programs, const config::BudgetConfig& config,
+                         Sources sources)
+    : timers_(timers),
+      programs_(programs),
+      config_(config),
+      sources_(std::move(sources)),
+      budget_(config_) {
+  log::info("{}", describe_budget(config_));
+  if (config_.pressure && config_.scope == BudgetScope::Workers && !sources_.v2)
+    log::warn(
+        "budget.pressure: the workers' memory pressure needs cgroup v2 (memory.pressure); this "
+        "machine has {}: use budget.scope: host for the host's /proc/pressure/memory",
+        sources_.workers.empty() ? "no worker cgroups" : "cgroup v1");
+  arm();
+}
+
+void BudgetWatch::arm() {
+  tick_ = timers_.aligned(config_.interval, config_.interval, [this] { tick(); });
+}
+
+void BudgetWatch::unreadable(const std::string& what) {
+  log::warn("budget: cannot read {}; the budget {} until it can", what,
+            config_.pressure && config_.limit ? "acts on what it can read" : "does nothing");
+}
+
+engine::BudgetReading BudgetWatch::read(TimePoint now) {
+  engine::BudgetReading r;
+  r.t = now;
+  const std::string& metric = config_.metric;
+  uint64_t sum = 0;
+  bool summed = false;
+  for (auto& [name, program] : programs_) {
+    if (!program.monitor || program.replacing) continue;
+    const config::ProgramConfig& cfg = *program.config;
+    const engine::RecycleController& ctl = program.monitor->controller();
+    bool processes = cfg.budget_processes();
+    for (const auto& w : program.workers) {
+      unsigned slot = w->slot();
+      const policies::Sample* s = ctl.last_sample(slot);
+      std::optional<TimePoint> started = ctl.run_started_at(slot);
+      if (!s || !started) continue;
+      std::optional<uint64_t> bytes = worker_figure(*s, metric);
+      if (bytes) {
+        sum += *bytes;
+        summed = true;
+      }
+      if (cfg.budget.preference == config::BudgetPreference::Omit) continue;
+      bool eligible = ctl.running(slot) && w->state() == WorkerState::Running && !w->recycling() &&
+                      now - *started >= cfg.min_uptime;
+      engine::BudgetCandidate c{name, slot, 0, 0, *started, cfg.budget.preference, eligible};
+      if (!processes) {
+        if (!bytes) continue;
+        c.bytes = *bytes;
+        r.candidates.push_back(c);
+        continue;
+      }
+      for (const policies::ProcessSample& p : s->processes) {
+        std::optional<uint64_t> own = process_figure(p, metric);
+        if (p.main || !own) continue;
+        engine::BudgetCandidate pc = c;
+        pc.pid = p.pid;
+        pc.bytes = *own;
+        pc.eligible = eligible && !p.recycling;
+        r.candidates.push_back(pc);
+      }
+    }
+  }
+  std::string pressure_file;
+  switch (config_.scope) {
+    case BudgetScope::Workers: {
+      if (summed) r.used = sum;
+      pressure_file = sources_.v2 && !sources_.workers.empty()
+                          ? sources_.workers + "/memory.pressure"
+                          : std::string();
+      break;
+    }
+    case BudgetScope::Host: {
+      pressure_file = sources_.proc + "/pressure/memory";
+      break;
+    }
+    case BudgetScope::Container: {
+      const std::string& dir = sources_.container;
+      auto current = read_small(
+          dir.empty() ? "" : dir + (sources_.v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+      if (metric == "anon") {
+        probe::CgroupMemory m;
+        if (auto stat = read_small(dir.empty() ? "" : dir + "/memory.stat"))
+          probe::parse_memory_stat(*stat, sources_.v2, m);
+        r.used = m.anon;
+      } else if (current) {
+        r.used = probe::parse_u64(*current);
+      }
+      auto max = read_small(
+          dir.empty() ? "" : dir + (sources_.v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+      // v1 says "no limit" with a page-rounded LONG_MAX.
+      if (auto bytes = max ? probe::parse_u64(*max) : std::nullopt; bytes && *bytes < (1ull << 62))
+        r.capacity = bytes;
+      pressure_file = sources_.v2 && !dir.empty() ? dir + "/memory.pressure" : std::string();
+      break;
+    }
+  }
+  // The host's figures: scope host, and the capacity of a percentage
+  // wherever the container has no limit of its own.
+  if (config_.scope == BudgetScope::Host || !r.capacity) {
+    if (auto text = read_small(sources_.proc + "/meminfo")) {
+      probe::HostMemory m = probe::parse_meminfo(*text);
+      if (!r.capacity) r.capacity = m.total;
+      if (config_.scope == BudgetScope::Host) {
+        if (metric == "anon")
+          r.used = m.anon;
+        else if (m.total && m.available && *m.available <= *m.total)
+          r.used = *m.total - *m.available;
+      }
+    }
+  }
+  if (config_.pressure)
+    if (auto text = read_small(pressure_file))
+      r.pressure = probe::parse_pressure_avg10(*text, config_.pressure->full);
+
+  if (config_.limit && !r.used && config_.scope != BudgetScope::Workers && !warned_used_) {
+    warned_used_ = true;
+    unreadable(std::string(to_string(config_.scope)) + " " + metric);
+  }
+  if (config_.pressure && !r.pressure && !warned_pressure_ && !pressure_file.empty()) {
+    warned_pressure_ = true;
+    unreadable(pressure_file);
+  }
+  return r;
+}
+
+void BudgetWatch::tick() {
+  arm();
+  engine::BudgetReading reading = read(timers_.now());
+  if (auto choice = budget_.evaluate(reading)) act(*choice, reading);
+}
+
+void BudgetWatch::act(const engine::BudgetChoice& choice, const engine::BudgetReading& reading) {
+  auto it = programs_.find(choice.program);
+  bool taken =
+      it != programs_.end() && it->second.monitor &&
+      it->second.monitor->budget_recycle(choice.slot, choice.pid, "budget: " + choice.reason);
+  log::Fields fields{{"scope", std::string(to_string(config_.scope))},
+                     {"trigger", choice.trigger},
+                     {"program", choice.program},
+                     {"slot", choice.slot},
+                     {"pid", choice.pid},
+                     {"bytes", choice.bytes},
+                     {"reason", choice.reason}};
+  if (reading.used) fields.emplace_back("used_bytes", *reading.used);
+  if (auto limit = budget_.view().limit) fields.emplace_back("limit_bytes", *limit);
+  if (choice.slope) fields.emplace_back("slope_bytes_per_s", *choice.slope);
+  if (!taken) {
+    budget_.refused();
+    log::event(log::Level::Warn, "budget_refused",
+               fmt::format("budget: {}; but {}[{}] has nothing to recycle now: choosing again",
+                           choice.reason, choice.program, choice.slot),
+               fields);
+    return;
+  }
+  // The program's engine logs the recycle itself ("api[2] recycle: budget: ...
+  // (budget policy)"), which status counts; this is the budget's own record.
+  log::event(log::Level::Debug, "budget_recycle", "budget: " + choice.reason, fields);
+}
+
+BudgetStatus BudgetWatch::status(TimePoint now) const {
+  const engine::BudgetView& v = budget_.view();
+  BudgetStatus s;
+  s.scope = to_string(config_.scope);
+  s.metric = config_.metric;
+  s.used = v.used;
+  s.limit = v.limit;
+  s.pressure = v.pressure;
+  if (config_.pressure) s.pressure_kind = config_.pressure->full ? "full" : "some";
+  s.slope_bytes_per_s = v.slope;
+  s.crosses_in_s = v.crosses_in_s;
+  s.state = v.state;
+  s.recycles = v.recycles;
+  s.last_choice = v.last_choice;
+  if (v.last_at) s.last_ago_s = std::chrono::duration<double>(now - *v.last_at).count();
+  return s;
+}
+
+}  // namespace recycler
