@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "policies/base/units.h"
 #include "policies/metric.h"
@@ -27,8 +29,10 @@
 #include "supervisor/config/summary.h"
 #include "supervisor/config/wrap.h"
 #include "supervisor/control/cli.h"
+#include "supervisor/probe/parse.h"
 #include "supervisor/process/spawn.h"
 #include "supervisor/runtime/supervisor.h"
+#include "supervisor/timeline/budget_replay.h"
 #include "supervisor/timeline/replay.h"
 #include "supervisor/timeline/replay_json.h"
 #include "supervisor/timeline/trace.h"
@@ -202,6 +206,8 @@ struct ReplayArgs {
   std::string config_file;
   std::string program;
   std::string trace;
+  std::vector<std::string> traces;  // the positional arguments: one, or several with --budget
+  bool budget = false;
   bool stop_at_first = false;
   uint64_t seed = 0;
 };
@@ -244,6 +250,14 @@ constexpr const char* kReplayHelp =
     "with \"predicted_s\" (seconds left to the limit) where the policy predicts one, and\n"
     "\"pid\" and \"signal\" for action signal. A summary goes to stderr, with the\n"
     "decisions recycler would have carried out (its precedence, queue and checkpoints).\n"
+    "\n"
+    "With --budget, several traces of workers that ran side by side (their timelines'\n"
+    "PROGRAM.SLOT.csv files, all from t = 0) go through the config's budget: section\n"
+    "instead, read every budget.interval (scope: workers: the sum of their figures; no\n"
+    "PSI). A chosen worker counts as recycled: out of the sum from then on. Output: one\n"
+    "JSON object per choice:\n"
+    "  {\"t\": 31.5, \"program\": \"api\", \"slot\": 2, \"trigger\": \"trend\", "
+    "\"used_bytes\": ..., \"reason\": \"...\"}\n"
     "\n"
     "Exit status: 0 when the trace was replayed, whether or not a policy fired; 2 for an\n"
     "invalid config, an unknown program or a bad trace (FILE:LINE: column NAME: ...).";
@@ -320,11 +334,68 @@ void note_metric_unfilled(const config::PolicyConfig& p,
               << ": it could not decide anything here\n";
 }
 
-int replay_command(const ReplayArgs& a) {
+// --budget: the traces of several workers through the config's budget.
+int replay_budget_command(const ReplayArgs& a, const config::Config& cfg) {
+  if (!cfg.budget) {
+    std::cerr << "recycler: --budget: " << escape_text(a.config_file)
+              << " has no budget: section\n";
+    return kUsageError;
+  }
+  if (cfg.budget->scope != config::BudgetScope::Workers) {
+    std::cerr << "recycler: --budget: budget.scope is " << to_string(cfg.budget->scope)
+              << ": traces hold the workers' figures, not the host's or a container's; "
+                 "replay scope: workers\n";
+    return kUsageError;
+  }
+  std::vector<timeline::WorkerTrace> traces;
+  for (const std::string& path : a.traces) {
+    auto worker = timeline::trace_worker(path);
+    if (!worker || !cfg.find(worker->first)) {
+      std::cerr << "recycler: --budget: " << escape_text(path)
+                << ": expected a timeline's PROGRAM.SLOT.csv of a program of the config ("
+                << escape_text(program_names(cfg)) << ")\n";
+      return kUsageError;
+    }
+    auto samples = timeline::read_trace_file(path);
+    if (!samples) {
+      std::cerr << escape_text(samples.error().message) << "\n";
+      return kUsageError;
+    }
+    traces.push_back({worker->first, worker->second, std::move(*samples)});
+  }
+  // A percentage is of this machine's memory: the traces do not say the box's.
+  std::optional<uint64_t> capacity;
+  if (cfg.budget->limit && cfg.budget->limit->percent) {
+    std::ifstream in("/proc/meminfo");
+    std::stringstream text;
+    text << in.rdbuf();
+    capacity = probe::parse_meminfo(text.str()).total;
+    std::cerr << "recycler: budget.limit is a percentage: of this machine's memory ("
+              << units::format_size(capacity.value_or(0)) << ")\n";
+  }
+  auto choices = timeline::replay_budget(cfg, traces, capacity);
+  for (const timeline::BudgetReplayed& c : choices) std::cout << timeline::to_json(c) << "\n";
+  std::cout.flush();
+  std::cerr << "recycler: replayed " << traces.size()
+            << " workers through the budget: " << choices.size() << " choice"
+            << (choices.size() == 1 ? "" : "s") << "\n";
+  if (cfg.budget->pressure)
+    std::cerr << "recycler: note: traces hold no memory pressure: budget.pressure could not "
+                 "trigger here\n";
+  return 0;
+}
+
+int replay_command(ReplayArgs a) {
   config::LoadResult loaded = config::load_file(a.config_file);
   // Warnings (a command missing from PATH) are about running, not replaying.
   for (const config::Diagnostic& d : loaded.errors) std::cerr << d.str() << "\n";
   if (!loaded.config) return kUsageError;
+  if (a.budget) return replay_budget_command(a, *loaded.config);
+  if (a.traces.size() != 1) {
+    std::cerr << "recycler: replay takes one trace (several only with --budget)\n";
+    return kUsageError;
+  }
+  a.trace = a.traces.front();
   const config::ProgramConfig* program = replayed_program(*loaded.config, a);
   if (!program) return kUsageError;
 
@@ -442,7 +513,9 @@ CLI::App* add_replay_command(CLI::App& app, ReplayArgs& replay) {
                        "Print only the first decision, then stop");
   replay_cmd->add_option("--seed", replay.seed, "Seed of the policies' jitter")
       ->capture_default_str();
-  replay_cmd->add_option("trace", replay.trace, "The trace: a samples CSV file")->required();
+  replay_cmd->add_flag("--budget", replay.budget,
+                       "Replay several workers' traces (PROGRAM.SLOT.csv) through the budget");
+  replay_cmd->add_option("trace", replay.traces, "The trace: a samples CSV file")->required();
   replay_cmd->footer(kReplayHelp);
   return replay_cmd;
 }

@@ -483,13 +483,17 @@ struct BudgetConfig {
   Duration growth_window = 1min;  // what `fastest` measures each worker's growth over
   Duration cooldown = 30s;        // after a recycle is done, before the next choice
   Duration interval = 1s;         // how often the budget is evaluated
+  // Its figure at each evaluation, as a timeline: DIR/budget.0.csv (the
+  // figure in the `current` column: `recycler replay` reads it back), its
+  // choices in DIR/budget.0.events.csv.
+  std::optional<TimelineConfig> timeline;
   // The leak policy behind `horizon`, built when the config is loaded.
   std::shared_ptr<const policies::Policy> trend;
   bool operator==(const BudgetConfig& o) const {
     return scope == o.scope && metric == o.metric && limit == o.limit && held == o.held &&
            pressure == o.pressure && horizon == o.horizon && window == o.window &&
            warmup == o.warmup && choose == o.choose && growth_window == o.growth_window &&
-           cooldown == o.cooldown && interval == o.interval;
+           cooldown == o.cooldown && interval == o.interval && timeline == o.timeline;
   }
   // The Needs bits (policies/base/sample.h) of each worker's samples; with
   // `processes`, of a program whose processes it recycles one at a time.

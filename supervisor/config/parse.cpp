@@ -152,7 +152,7 @@ std::optional<Parsed> parse_config(const YAML::Node& document, const std::string
   if (auto* v = top->find("control")) parse_control(*v, base, config.control, parsed.control, r);
   if (auto* v = top->find("metrics")) parse_metrics(*v, config.metrics, r);
   if (auto* v = top->find("preempt")) parse_preempt(*v, config.preempt, r);
-  if (auto* v = top->find("budget")) parse_budget(*v, config.budget, r);
+  if (auto* v = top->find("budget")) parse_budget(*v, base, config.budget, r);
   parse_programs(top->find("programs"), root.value.Mark(), base, parsed, r);
   if (!config.budget)
     for (const ProgramSites& sites : parsed.programs)
@@ -227,6 +227,7 @@ std::vector<KeyTable> key_tables() {
           {"preempt", kPreemptKeys},
           {"budget", kBudgetKeys},
           {"budget.pressure", kBudgetPressureKeys},
+          {"budget.timeline", kTimelineKeys},
           {"programs.*", kProgramKeys},
           {"programs.*.allocator", kAllocatorKeys},
           {"programs.*.devices", kDevicesKeys},

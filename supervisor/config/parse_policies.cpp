@@ -211,7 +211,8 @@ void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Rep
 
 // The directory is created when the program starts (it may be on a volume
 // mounted later); relative paths are relative to the config file, like cwd.
-void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r) {
+void parse_timeline(const Field& f, const fs::path& base, std::optional<TimelineConfig>& out,
+                    Report& r) {
   auto map = read_map(f, r, kTimelineKeys);
   if (!map) return;
   TimelineConfig timeline;
@@ -230,7 +231,7 @@ void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Repo
       set(timeline.max_size, size);
   }
   if (auto* v = map->get("keep")) set(timeline.keep, read_integer(*v, 0, kMaxTimelineKeep, r));
-  p.timeline = std::move(timeline);
+  out = std::move(timeline);
 }
 
 // recycle: {mode: surge, ready_timeout: 60s, ready_from: main|child}

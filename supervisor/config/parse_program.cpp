@@ -331,7 +331,7 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
   if (auto* v = map.get("min_uptime")) set(p.min_uptime, read_duration(*v, r));
   if (auto* v = map.find("checkpoint")) parse_checkpoint(*v, p.checkpoint, r);
   if (auto* v = map.get("diagnose")) parse_diagnose(*v, p.diagnose, r);
-  if (auto* v = map.find("timeline")) parse_timeline(*v, base, p, r);
+  if (auto* v = map.find("timeline")) parse_timeline(*v, base, p.timeline, r);
   if (auto* v = map.find("listen")) parse_listen(*v, base, p, sites, r);
   if (auto* v = map.find("recycle")) parse_recycle(*v, p.recycle, r);
   if (auto* v = map.find("gang")) parse_gang(*v, p, r);

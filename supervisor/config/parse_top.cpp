@@ -183,7 +183,8 @@ std::optional<double> read_percent(const Field& f, std::string text, Report& r) 
 
 // budget: {scope, metric, limit, for, pressure: {some_avg10|full_avg10, for},
 //          horizon, window, warmup, choose, growth_window, cooldown, interval}
-void parse_budget(const Field& f, std::optional<BudgetConfig>& budget, Report& r) {
+void parse_budget(const Field& f, const fs::path& base, std::optional<BudgetConfig>& budget,
+                  Report& r) {
   budget.emplace();
   BudgetConfig& b = *budget;
   auto map = read_map(f, r, kBudgetKeys);
@@ -245,6 +246,7 @@ void parse_budget(const Field& f, std::optional<BudgetConfig>& budget, Report& r
   if (auto* v = map->get("growth_window")) set(b.growth_window, read_positive_duration(*v, r));
   if (auto* v = map->get("cooldown")) set(b.cooldown, read_duration(*v, r));
   if (auto* v = map->get("interval")) set(b.interval, read_positive_duration(*v, r));
+  if (auto* v = map->find("timeline")) parse_timeline(*v, base, b.timeline, r);
   if (!map->find("limit") && !map->find("pressure"))
     r.error(f.mark(), f.path +
                           ": needs a limit, a pressure threshold or both, e.g. "

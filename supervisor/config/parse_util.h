@@ -160,8 +160,8 @@ inline bool octal_mode(const std::string& text) {
 inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",    "control",
                                                 "metrics", "preempt",     "budget", "programs"};
 inline constexpr std::string_view kBudgetKeys[] = {
-    "scope",  "metric", "limit",  "for",           "pressure", "horizon",
-    "window", "warmup", "choose", "growth_window", "cooldown", "interval"};
+    "scope",  "metric", "limit",         "for",      "pressure", "horizon", "window",
+    "warmup", "choose", "growth_window", "cooldown", "interval", "timeline"};
 inline constexpr std::string_view kBudgetPressureKeys[] = {"some_avg10", "full_avg10", "for"};
 inline constexpr std::string_view kProgramBudgetKeys[] = {"prefer", "avoid", "omit", "scope"};
 inline constexpr std::string_view kPreemptKeys[] = {"signal", "deadline", "then", "exit_code"};
@@ -310,7 +310,8 @@ void parse_control(const Field& f, const fs::path& base, ControlConfig& control,
                    ControlSites& sites, Report& r);
 void parse_metrics(const Field& f, std::optional<MetricsConfig>& metrics, Report& r);
 void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report& r);
-void parse_budget(const Field& f, std::optional<BudgetConfig>& budget, Report& r);
+void parse_budget(const Field& f, const fs::path& base, std::optional<BudgetConfig>& budget,
+                  Report& r);
 // "20%" or "20" (`text`, read from `f`): a share in (0, 100]; reported otherwise.
 std::optional<double> read_percent(const Field& f, std::string text, Report& r);
 // A program's `budget:` (its preference and scope), in parse_program.cpp.
@@ -346,7 +347,8 @@ void parse_requests(const Field& f, ProgramSpec& spec, Report& r);
 void parse_watchdog(const Field& f, ProgramConfig& p, ProgramSpec& spec, Report& r);
 void parse_checkpoint(const Field& f, CheckpointConfig& checkpoint, Report& r);
 void parse_diagnose(const Field& f, std::optional<DiagnoseConfig>& diagnose, Report& r);
-void parse_timeline(const Field& f, const fs::path& base, ProgramConfig& p, Report& r);
+void parse_timeline(const Field& f, const fs::path& base, std::optional<TimelineConfig>& out,
+                    Report& r);
 void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r);
 // After parse_recycle: a gang cannot surge.
 void parse_gang(const Field& f, ProgramConfig& p, Report& r);

@@ -47,6 +47,21 @@ std::string worker_name(const BudgetCandidate& c) {
 
 }  // namespace
 
+std::optional<uint64_t> budget_figure(const policies::Sample& s, std::string_view metric) {
+  if (metric == "current") return s.current;
+  if (metric == "anon") return s.anon;
+  std::optional<uint64_t> sum;
+  for (const policies::ProcessSample& p : s.processes)
+    if (auto v = budget_figure(p, metric)) sum = sum.value_or(0) + *v;
+  return sum;
+}
+
+std::optional<uint64_t> budget_figure(const policies::ProcessSample& p, std::string_view metric) {
+  if (metric == "pss") return p.pss;
+  if (metric == "uss") return p.uss;
+  return p.rss;
+}
+
 Budget::Budget(const config::BudgetConfig& config) : config_(config) {}
 
 double Budget::seconds(TimePoint t) const {

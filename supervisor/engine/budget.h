@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -87,6 +88,14 @@ struct BudgetView {
   std::string last_choice;  // the last choice's reason
   std::optional<TimePoint> last_at;
 };
+
+// A worker's figure by the budget's metric: its cgroup's current or anon, or
+// rss, pss or uss summed over its processes; empty when not measured.
+std::optional<uint64_t> budget_figure(const policies::Sample& sample, std::string_view metric);
+// One process's figure (a candidate of a program whose budget scope is
+// process): by the metric where it is a process's (rss, pss, uss), else rss.
+std::optional<uint64_t> budget_figure(const policies::ProcessSample& process,
+                                      std::string_view metric);
 
 class Budget {
  public:

@@ -28,28 +28,6 @@ std::optional<std::string> read_small(const std::string& path) {
   return std::move(text.value());
 }
 
-// The worker's figure by the budget's metric: its cgroup's current or anon,
-// or rss, pss or uss summed over its processes.
-std::optional<uint64_t> worker_figure(const policies::Sample& s, const std::string& metric) {
-  if (metric == "current") return s.current;
-  if (metric == "anon") return s.anon;
-  std::optional<uint64_t> sum;
-  for (const policies::ProcessSample& p : s.processes) {
-    const std::optional<uint64_t>& v = metric == "rss" ? p.rss : metric == "pss" ? p.pss : p.uss;
-    if (v) sum = sum.value_or(0) + *v;
-  }
-  return sum;
-}
-
-// One process's figure: by the metric where it is a process's (rss, pss,
-// uss), else its rss.
-std::optional<uint64_t> process_figure(const policies::ProcessSample& p,
-                                       const std::string& metric) {
-  if (metric == "pss") return p.pss;
-  if (metric == "uss") return p.uss;
-  return p.rss;
-}
-
 // The v1 memory hierarchy's line of /proc/self/cgroup ("4:memory:/a/b"), or
 // v2's ("0::/a/b"): the path.
 std::optional<std::string> own_cgroup(const std::string& text, bool v2) {
@@ -97,6 +75,16 @@ BudgetWatch::BudgetWatch(Timers& timers, Programs& programs, const config::Budge
       sources_(std::move(sources)),
       budget_(config_) {
   log::info("{}", describe_budget(config_));
+  if (config_.timeline) {
+    auto writer = timeline::TimelineWriter::create(*config_.timeline, "budget", 0);
+    if (!writer) {
+      log::warn("budget: no timeline: {}", writer.error().message);
+    } else {
+      timeline_.emplace(std::move(writer.value()));
+      if (Status s = timeline_->start_run(1, 0, timers_.now()); !s)
+        log::warn("budget: timeline: {}", s.error().message);
+    }
+  }
   if (config_.pressure && config_.scope == BudgetScope::Workers && !sources_.v2)
     log::warn(
         "budget.pressure: the workers' memory pressure needs cgroup v2 (memory.pressure); this "
@@ -130,7 +118,7 @@ engine::BudgetReading BudgetWatch::read(TimePoint now) {
       const policies::Sample* s = ctl.last_sample(slot);
       std::optional<TimePoint> started = ctl.run_started_at(slot);
       if (!s || !started) continue;
-      std::optional<uint64_t> bytes = worker_figure(*s, metric);
+      std::optional<uint64_t> bytes = engine::budget_figure(*s, metric);
       if (bytes) {
         sum += *bytes;
         summed = true;
@@ -146,7 +134,7 @@ engine::BudgetReading BudgetWatch::read(TimePoint now) {
         continue;
       }
       for (const policies::ProcessSample& p : s->processes) {
-        std::optional<uint64_t> own = process_figure(p, metric);
+        std::optional<uint64_t> own = engine::budget_figure(p, metric);
         if (p.main || !own) continue;
         engine::BudgetCandidate pc = c;
         pc.pid = p.pid;
@@ -222,7 +210,20 @@ engine::BudgetReading BudgetWatch::read(TimePoint now) {
 void BudgetWatch::tick() {
   arm();
   engine::BudgetReading reading = read(timers_.now());
+  record(reading);
   if (auto choice = budget_.evaluate(reading)) act(*choice, reading);
+}
+
+// The figure in the `current` column, so that the file replays as a worker's
+// trace would (a leak policy on it is the budget's trend).
+void BudgetWatch::record(const engine::BudgetReading& reading) {
+  if (!timeline_) return;
+  policies::Sample s;
+  s.t = reading.t;
+  s.current = reading.used;
+  s.pressure = reading.pressure;
+  if (Status written = timeline_->sample(s); !written)
+    log::warn("budget: timeline: {}", written.error().message);
 }
 
 void BudgetWatch::act(const engine::BudgetChoice& choice, const engine::BudgetReading& reading) {
@@ -251,6 +252,11 @@ void BudgetWatch::act(const engine::BudgetChoice& choice, const engine::BudgetRe
   // The program's engine logs the recycle itself ("api[2] recycle: budget: ...
   // (budget policy)"), which status counts; this is the budget's own record.
   log::event(log::Level::Debug, "budget_recycle", "budget: " + choice.reason, fields);
+  if (timeline_) {
+    std::string detail = fmt::format("{}[{}]: {}", choice.program, choice.slot, choice.reason);
+    if (Status s = timeline_->event("recycle", choice.pid, detail); !s)
+      log::warn("budget: timeline: {}", s.error().message);
+  }
 }
 
 BudgetStatus BudgetWatch::status(TimePoint now) const {

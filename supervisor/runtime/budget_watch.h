@@ -17,6 +17,7 @@
 #include "supervisor/control/status.h"
 #include "supervisor/engine/budget.h"
 #include "supervisor/runtime/program.h"
+#include "supervisor/timeline/writer.h"
 #include "supervisor/util/timers.h"
 
 namespace recycler {
@@ -57,6 +58,9 @@ class BudgetWatch {
   Sources sources_;
   engine::Budget budget_;
   std::unique_ptr<Timer> tick_;
+  // budget.timeline: the figure at each evaluation, the choices as events.
+  std::optional<timeline::TimelineWriter> timeline_;
+  void record(const engine::BudgetReading& reading);
   bool warned_used_ = false, warned_pressure_ = false;
 };
 

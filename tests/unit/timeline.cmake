@@ -2,6 +2,7 @@
 # its JSON output, and the acceptance test over the trace corpus.
 recycler_test(timeline_test unit SOURCES timeline_test.cpp LIBS recycler_timeline)
 recycler_test(replay_test unit SOURCES replay_test.cpp LIBS recycler_timeline)
+recycler_test(budget_replay_test unit SOURCES budget_replay_test.cpp LIBS recycler_timeline)
 # Its tests are the rows of the corpus's expected.csv: listed again before each
 # ctest run, so that a changed manifest needs no rebuild.
 set(CMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE PRE_TEST)

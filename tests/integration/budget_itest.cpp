@@ -1,0 +1,197 @@
+// The whole box's budget (config budget:) with real workers in real cgroups
+// (v1 here, v2 in the VM): three workers growing slowly under their own
+// limits whose sum nears the budget, a spike that stays under it, and a
+// real memory squeeze (a sibling cgroup held at memory.high, v2) read
+// through PSI.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/support/itest.h"
+
+namespace recycler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// The kernel's OOM kills under a cgroup directory, its descendants included
+// (v1 memory.oom_control's oom_kill counts the hierarchy's; v2
+// memory.events' oom_kill does too).
+std::optional<uint64_t> oom_kills_under(const std::string& dir, bool v2) {
+  std::ifstream in(dir + (v2 ? "/memory.events" : "/memory.oom_control"));
+  for (std::string key; in >> key;) {
+    uint64_t n = 0;
+    if (!(in >> n)) break;
+    if (key == "oom_kill") return n;
+  }
+  return std::nullopt;
+}
+
+std::string xattr(const std::string& path, const char* name) {
+  char value[16] = {};
+  ssize_t n = ::getxattr(path.c_str(), name, value, sizeof value - 1);
+  return n < 0 ? "" : std::string(value, static_cast<size_t>(n));
+}
+
+// slow and mid grow to a plateau, fast grows on: their sum (about 90 MiB plus
+// fast's) nears the budget's 160 MiB, none near its own 256 MiB. The trend
+// (window 12s) sees it coming; the box itself is held at 192 MiB.
+std::string three_workers() {
+  auto leaky = [](const std::string& rate, const std::string& more) {
+    return "    command: [\"" + leaky_bin() + "\", \"--rate\", \"" + rate +
+           "\", \"--step\", \"100\"" + more + "]\n    limits: {memory_max: 256MiB}\n" +
+           "    min_uptime: 1s\n    restart: {mode: always, backoff: {initial: 100ms}}\n";
+  };
+  return "  slow:\n" + leaky("2MiB", ", \"--max\", \"40MiB\", \"--hold\"") +
+         "    budget: {avoid: true}\n" + "  mid:\n" +
+         leaky("4MiB", ", \"--max\", \"50MiB\", \"--hold\"") + "  fast:\n" + leaky("4MiB", "");
+}
+
+TEST(Budget, TheFastestGrowingWorkerIsRecycledGracefullyBeforeTheSumReachesTheBudget) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb, three_workers(),
+                            "budget: {limit: 160MiB, horizon: 30s, window: 12s, warmup: 1s, "
+                            "cooldown: 2s, interval: 500ms}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("[0] started: pid", 3));
+  // The box: every worker's cgroup shares the root's hard limit.
+  std::string root = sb.root_dir();
+  {
+    std::ofstream limit(root + "/" + sb.memory_max_file());
+    limit << (192 << 20);
+  }
+  ASSERT_EQ(read_text(root + "/" + sb.memory_max_file()), std::to_string(192 << 20) + "\n");
+
+  std::smatch m;
+  ASSERT_TRUE(r.wait_for(std::regex(R"(fast\[0\] recycle: budget: workers current ([0-9.]+) MiB )"
+                                    R"(of 160 MiB, trend crosses in \S+; recycling fast\[0\]: )"
+                                    R"(fastest-growing, [0-9.]+ MiB/min, [0-9.]+ MiB \(budget )"
+                                    R"(policy\))"),
+                         &m, scaled(60s)));
+  EXPECT_LT(std::stod(m[1].str()), 160.0) << "before the sum reached the budget";
+  // Gracefully: stopped as asked, then started again.
+  EXPECT_TRUE(r.wait_for("fast[0] started: pid", scaled(20s)));
+  EXPECT_EQ(r.count("slow[0] recycle"), 0u) << "slow is avoided and grows slowest";
+
+  // What status says of it.
+  Child status = spawn_cli({"status", "-c", cfg});
+  std::string shown = read_until_eof(status.out.get(), 10s);
+  EXPECT_THAT(shown, HasSubstr("budget: workers current "));
+  EXPECT_THAT(shown, HasSubstr("of 160 MiB"));
+  EXPECT_THAT(shown, HasSubstr("recycling fast[0]: fastest-growing"));
+  ::waitpid(status.pid, nullptr, 0);
+
+  // The killers' marks: systemd-oomd's and oomd's avoid on slow's cgroup
+  // (cgroup v2; v1 takes extended attributes only when mounted with xattr).
+  if (sb.v2()) {
+    EXPECT_EQ(xattr(sb.worker_dir("slow", 0), "user.oomd_avoid"), "1");
+    EXPECT_EQ(xattr(sb.worker_dir("slow", 0), "trusted.oomd_avoid"), "1");
+    EXPECT_EQ(xattr(sb.worker_dir("fast", 0), "user.oomd_avoid"), "");
+  }
+
+  EXPECT_EQ(oom_kills_under(root, sb.v2()).value_or(99), 0u) << "no OOM kill in the box";
+  EXPECT_EQ(r.count("OOM-killed"), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+TEST(Budget, ASpikeThatStaysUnderTheBudgetTriggersNothing) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  // Two steady workers of 40 MiB, and one that takes 50 MiB for a second and
+  // gives it back, again and again: the sum peaks at 130 MiB of 160.
+  std::string spike = "while :; do " + leaky_bin() +
+                      " --rate 500MiB --step 20 --max 50MiB --hold & p=$!; sleep 1; kill $p; wait "
+                      "$p; echo spiked; sleep 1; done";
+  auto steady = [](const std::string& name) {
+    return "  " + name + ":\n    command: [\"" + leaky_bin() +
+           "\", \"--rate\", \"40MiB\", \"--step\", \"100\", \"--max\", \"40MiB\", \"--hold\"]\n";
+  };
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(sb, steady("a") + steady("b") + "  spike:\n    command: \"" + spike + "\"\n",
+                  "budget: {limit: 160MiB, horizon: 30s, window: 6s, warmup: 1s, "
+                  "interval: 250ms}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("spike[0] out | spiked", 8, scaled(60s)));
+  EXPECT_EQ(r.count("budget:"), 1u) << "only the start-up line describing it:\n" << r.output();
+  EXPECT_EQ(r.count(" recycle: "), 0u) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// A process held at its cgroup's memory.high stalls in reclaim: PSI's "some"
+// rises for the whole machine.
+class Squeeze {
+ public:
+  explicit Squeeze(const Sandbox& sb) {
+    dir_ = sb.v2() ? fs::path(sb.root_dir()).parent_path().parent_path().string() + "/squeeze." +
+                         std::to_string(::getpid())
+                   : "";
+    if (dir_.empty() || ::mkdir(dir_.c_str(), 0755) != 0) return;
+    std::ofstream(dir_ + "/memory.high") << (16 << 20);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::ofstream(dir_ + "/cgroup.procs") << ::getpid();
+      std::string leaky = leaky_bin();
+      ::execl(leaky.c_str(), leaky.c_str(), "--rate", "400MiB", "--step", "50", "--max", "200MiB",
+              "--hold", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~Squeeze() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  bool ok() const { return pid_ > 0; }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+TEST(Budget, MemoryPressureFromASqueezedSiblingCgroupRecyclesAWorker) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  if (!sb.v2()) GTEST_SKIP() << "cgroup v2 only: the squeeze is memory.high's, which v1 lacks";
+  if (!fs::exists("/proc/pressure/memory")) GTEST_SKIP() << "this kernel has no PSI";
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            "  big:\n    command: [\"" + leaky_bin() +
+                                "\", \"--rate\", \"64MiB\", \"--max\", \"64MiB\", \"--hold\"]\n"
+                                "    min_uptime: 1s\n  small:\n    command: [\"" +
+                                leaky_bin() +
+                                "\", \"--rate\", \"40MiB\", \"--max\", \"40MiB\", \"--hold\"]\n"
+                                "    min_uptime: 1s\n",
+                            "budget: {scope: host, pressure: {some_avg10: 2%, for: 1s}, "
+                            "choose: largest, interval: 500ms}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  // leaky says what it holds every 32 MiB: both are at it.
+  ASSERT_TRUE(r.wait_for_count("big[0] out | leaky: holding", 1, scaled(20s)));
+  ASSERT_TRUE(r.wait_for_count("small[0] out | leaky: holding", 1, scaled(20s)));
+  Squeeze squeeze(sb);
+  ASSERT_TRUE(squeeze.ok()) << "cannot create a sibling cgroup beside " << sb.root_dir();
+  std::smatch m;
+  EXPECT_TRUE(r.wait_for(std::regex(R"(big\[0\] recycle: budget: host memory pressure some avg10 )"
+                                    R"([0-9.]+% > 2% for 1s; recycling big\[0\]: largest)"),
+                         &m, 60s));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+}  // namespace
+}  // namespace recycler::testing
