@@ -96,7 +96,7 @@ _recycler() {
                --checkpoint --checkpoint-timeout --max-requests --max-lifetime --timeline
                --cgroup-root --metrics --log-format --log-level --" ;;
     check) options="-h --help -c --config" ;;
-    replay) options="-h --help -c --config --program --stop-at-first --seed" ;;
+    replay) options="-h --help -c --config --program --stop-at-first --seed --budget" ;;
     status | start | stop | restart | recycle | signal | reload) options=$common ;;
     events) options="$common -f --follow -n --lines" ;;
     logs) options="$common -n --lines -f --follow" ;;

@@ -609,7 +609,8 @@ int top_command(const ClientOptions& o, double interval_s, unsigned count) {
       std::cout << dump(j->value("workers", Json::array())) << "\n";
     } else {
       // Home and clear to the end: the view is redrawn in place.
-      std::string view = "recycler: " + escape_text(summary) + "\n" + status_table(workers, true);
+      std::string view = "recycler: " + escape_text(summary) + "\n" + budget_line(*j) +
+                         status_table(workers, true);
       Request recent;
       recent.command = Command::Events;
       recent.lines = kTopEvents;

@@ -48,8 +48,8 @@ std::string RecycleController::name(unsigned slot) const {
 
 // "anon 612 MiB > 600 MiB (memory policy)": what RECYCLER_RECYCLE_REASON says.
 std::string RecycleController::cause_text(size_t policy, const Decision& decision) const {
-  if (policy == kOperator) return decision.reason;
-  if (policy == kBudget) return decision.reason + " (budget)";
+  // An operator's says who asked; the budget's starts with "budget: ".
+  if (policy == kOperator || policy == kBudget) return decision.reason;
   return decision.reason + " (" + std::string(policies_[policy]->name()) + " policy)";
 }
 
