@@ -192,6 +192,10 @@ int check_command(const std::string& file) {
   if (cfg.metrics) std::cout << "metrics: http://" << cfg.metrics->listen.str() << "/metrics\n";
   if (auto preempt = describe_preempt(cfg)) std::cout << escape_text(*preempt) << "\n";
   if (cfg.budget) std::cout << escape_text(describe_budget(*cfg.budget)) << "\n";
+  if (cfg.exit.when == config::ExitWhen::AnyFailed)
+    std::cout << "exit: when one program fails for good, stop every program and exit 1\n";
+  if (cfg.exit.when == config::ExitWhen::Never)
+    std::cout << "exit: never by itself (once every program has exited, recycler stays)\n";
   std::cout << escape_text(file) << ": ok, " << cfg.programs.size() << " program"
             << (cfg.programs.size() == 1 ? "" : "s") << "; cgroup "
             << cgroup::to_string(layout.mode);

@@ -500,6 +500,22 @@ struct BudgetConfig {
   unsigned worker_needs(bool processes) const;
 };
 
+// `exit: {when: ...}`: when recycler itself ends (config mode; wrap mode
+// ends with its command). all_exited (the default): once every slot has
+// stopped for good, with status 1 if any failed; any_failed: also as soon as
+// one slot fails for good (a crash loop, or a failed exit it is not
+// restarted after), stopping the others first, status 1, so that an
+// orchestrator restarts the pod instead of keeping one that looks healthy;
+// never: it stays, to be reloaded or stopped.
+enum class ExitWhen { AllExited, AnyFailed, Never };
+inline constexpr EnumName<ExitWhen> kExitWhens[] = {{ExitWhen::AllExited, "all_exited"},
+                                                    {ExitWhen::AnyFailed, "any_failed"},
+                                                    {ExitWhen::Never, "never"}};
+struct ExitConfig {
+  ExitWhen when = ExitWhen::AllExited;
+  bool operator==(const ExitConfig&) const = default;
+};
+
 struct ProgramConfig;
 // The checkpoint window of `program` in a preemption with `deadline`: its
 // checkpoint.timeout, but never so long that its stop (stop.timeout) cannot
@@ -515,6 +531,7 @@ struct Config {
   std::optional<MetricsConfig> metrics;
   std::optional<PreemptConfig> preempt;
   std::optional<BudgetConfig> budget;
+  ExitConfig exit;
   // Relative: under the recycler's own cgroup (v2) or each controller's mount (v1).
   // Absolute: from the top of the hierarchy.
   std::string cgroup_root = kDefaultCgroupRoot;
@@ -556,6 +573,9 @@ constexpr const char* to_string(SignalTo to) {
 }
 constexpr const char* to_string(PreemptThen then) {
   return enum_name(kPreemptThens, then);
+}
+constexpr const char* to_string(ExitWhen when) {
+  return enum_name(kExitWhens, when);
 }
 constexpr const char* to_string(BudgetScope scope) {
   return enum_name(kBudgetScopes, scope);

@@ -153,6 +153,7 @@ std::optional<Parsed> parse_config(const YAML::Node& document, const std::string
   if (auto* v = top->find("metrics")) parse_metrics(*v, config.metrics, r);
   if (auto* v = top->find("preempt")) parse_preempt(*v, config.preempt, r);
   if (auto* v = top->find("budget")) parse_budget(*v, base, config.budget, r);
+  if (auto* v = top->get("exit")) parse_exit(*v, config.exit, r);
   parse_programs(top->find("programs"), root.value.Mark(), base, parsed, r);
   if (!config.budget)
     for (const ProgramSites& sites : parsed.programs)
@@ -226,6 +227,7 @@ std::vector<KeyTable> key_tables() {
           {"metrics", kMetricsKeys},
           {"preempt", kPreemptKeys},
           {"budget", kBudgetKeys},
+          {"exit", kExitKeys},
           {"budget.pressure", kBudgetPressureKeys},
           {"budget.timeline", kTimelineKeys},
           {"programs.*", kProgramKeys},

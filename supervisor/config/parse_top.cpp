@@ -144,6 +144,13 @@ void parse_preempt(const Field& f, std::optional<PreemptConfig>& preempt, Report
   }
 }
 
+// exit: {when: all_exited | any_failed | never}
+void parse_exit(const Field& f, ExitConfig& exit, Report& r) {
+  auto map = read_map(f, r, kExitKeys);
+  if (!map) return;
+  if (auto* v = map->get("when")) set(exit.when, read_choice(*v, kExitWhens, r));
+}
+
 namespace {
 
 // "512MiB", or "90%" of the scope's capacity.

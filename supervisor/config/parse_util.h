@@ -157,12 +157,13 @@ inline bool octal_mode(const std::string& text) {
 // ---------------------------------------------------------------------------
 // The keys each map accepts (key_tables() lists them for the docs test)
 
-inline constexpr std::string_view kTopKeys[] = {"log",     "cgroup_root", "gpu",    "control",
-                                                "metrics", "preempt",     "budget", "programs"};
+inline constexpr std::string_view kTopKeys[] = {
+    "log", "cgroup_root", "gpu", "control", "metrics", "preempt", "budget", "exit", "programs"};
 inline constexpr std::string_view kBudgetKeys[] = {
     "scope",  "metric", "limit",         "for",      "pressure", "horizon", "window",
     "warmup", "choose", "growth_window", "cooldown", "interval", "timeline"};
 inline constexpr std::string_view kBudgetPressureKeys[] = {"some_avg10", "full_avg10", "for"};
+inline constexpr std::string_view kExitKeys[] = {"when"};
 inline constexpr std::string_view kProgramBudgetKeys[] = {"prefer", "avoid", "omit", "scope"};
 inline constexpr std::string_view kPreemptKeys[] = {"signal", "deadline", "then", "exit_code"};
 inline constexpr std::string_view kControlKeys[] = {"socket", "mode", "group"};
@@ -314,6 +315,7 @@ void parse_budget(const Field& f, const fs::path& base, std::optional<BudgetConf
                   Report& r);
 // "20%" or "20" (`text`, read from `f`): a share in (0, 100]; reported otherwise.
 std::optional<double> read_percent(const Field& f, std::string text, Report& r);
+void parse_exit(const Field& f, ExitConfig& exit, Report& r);
 // A program's `budget:` (its preference and scope), in parse_program.cpp.
 void parse_program_budget(const Field& f, ProgramBudget& budget, Report& r);
 

@@ -110,6 +110,20 @@ int exit_code_when_finished(const Programs& programs, bool wrap_mode) {
   return code;
 }
 
+// A slot that has failed for good: marked failed (a crash loop), or stopped
+// after a crash with no restart to come (restart: never). A stop someone
+// asked for is no failure.
+const Worker* failed_for_good(const Programs& programs) {
+  for (const auto& [name, program] : programs) {
+    if (program.replacing) continue;
+    for (const auto& w : program.workers) {
+      if (w->state() == WorkerState::Failed) return w.get();
+      if (w->state() == WorkerState::Stopped && w->record().last_crashed()) return w.get();
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void notify_systemd(const std::string& state) {
@@ -432,11 +446,29 @@ void Supervisor::schedule_finished_check() {
 
 void Supervisor::check_finished() {
   if (shutting_down_ || start_up_) return;  // start_up_finished checks again
-  if (commands_.holding()) return;          // an operator stopped them and may start them again
+  const config::ExitWhen when =
+      options_.wrap_mode ? config::ExitWhen::AllExited : config_.exit.when;
+  if (when == config::ExitWhen::AnyFailed)
+    if (const Worker* failed = failed_for_good(programs_)) {
+      log::error(
+          "{} failed for good (exit.when: any_failed): stopping every program; recycler "
+          "exits with status 1",
+          failed->name());
+      return shutdown(1, false);
+    }
+  if (commands_.holding()) return;  // an operator stopped them and may start them again
   for (auto& [name, program] : programs_) {
     if (program.replacing) return;
     for (auto& w : program.workers)
       if (w->state() != WorkerState::Stopped && w->state() != WorkerState::Failed) return;
+  }
+  if (when == config::ExitWhen::Never) {
+    if (!said_all_exited_)
+      log::info(
+          "every program has exited and none will be restarted; recycler stays (exit.when: "
+          "never): `recycler start`, a reload or SIGTERM");
+    said_all_exited_ = true;
+    return;
   }
   log::info("every program has exited and none will be restarted; recycler exits");
   shutdown(exit_code_when_finished(programs_, options_.wrap_mode), false);

@@ -33,6 +33,7 @@ void RestartRecord::recycled(const RecycleCause& cause) {
 void RestartRecord::ended(const ExitStatus& status, Duration uptime, bool crash) {
   last_exit_ = status;
   last_uptime_ = uptime;
+  last_crash_ = crash;
   if (crash) ++crashes_;
 }
 

@@ -62,6 +62,9 @@ class RestartRecord {
 
   // How the last run ended (the failure, for a failed start).
   const std::optional<ExitStatus>& last_exit() const { return last_exit_; }
+  // Whether that end was a crash (ended()'s `crash`: nobody asked for it,
+  // and it was not clean).
+  bool last_crashed() const { return last_crash_; }
   uint64_t recycles() const { return recycles_; }
   uint64_t crashes() const { return crashes_; }
   const std::string& last_recycle_reason() const { return last_recycle_reason_; }
@@ -72,6 +75,7 @@ class RestartRecord {
   CrashLoopDetector crash_loop_;
   std::optional<ExitStatus> last_exit_;
   Duration last_uptime_{0};
+  bool last_crash_ = false;
   uint64_t recycles_ = 0;
   uint64_t crashes_ = 0;
   std::string last_recycle_reason_;

@@ -51,6 +51,70 @@ TEST(Lifecycle, ACrashLoopMarksTheProgramFailedLoudlyAndRecyclerExits) {
   EXPECT_EQ(r.count("broken[0] started"), 3u);
 }
 
+// exit.when: any_failed: one program failing for good ends recycler, and
+// the pod with it, though another still runs.
+TEST(Lifecycle, WithExitWhenAnyFailedOneProgramFailingForGoodStopsTheRestAndExitsWithFailure) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  serve:
+    command: "echo serving; exec sleep 1000"
+  broken:
+    command: "exit 3"
+    restart: {mode: never}
+)",
+                                                   "exit: {when: any_failed}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for("serve[0] out | serving"));
+  EXPECT_TRUE(
+      r.wait_for("broken[0] failed for good (exit.when: any_failed): stopping every "
+                 "program; recycler exits with status 1"));
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.count("serve[0] stopped"), 1u) << "stopped, not left behind:\n" << r.output();
+}
+
+// By default one program dead leaves recycler running the others.
+TEST(Lifecycle, ByDefaultAProgramFailingForGoodLeavesTheOthersRunning) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  serve:
+    command: "echo serving; exec sleep 1000"
+  broken:
+    command: "echo broken; exit 3"
+    restart: {mode: never}
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(r.wait_for_count("] out | ", 2));
+  ASSERT_TRUE(r.wait_for("broken[0] exited with status 3"));
+  // Status answers while it runs: recycler is still there, serve too.
+  Ran status = run_command({recycler_bin(), "status", "-c", cfg}, 10s);
+  EXPECT_THAT(status.out, HasSubstr("serve[0]"));
+  EXPECT_THAT(status.out, HasSubstr("running"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+// exit.when: never: recycler stays once every program has exited.
+TEST(Lifecycle, WithExitWhenNeverRecyclerStaysOnceEveryProgramHasExited) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, R"(  once:
+    command: "echo done"
+    restart: {mode: on-failure}
+)",
+                                                   "exit: {when: never}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  ASSERT_TRUE(
+      r.wait_for("every program has exited and none will be restarted; recycler stays "
+                 "(exit.when: never)"));
+  Ran status = run_command({recycler_bin(), "status", "-c", cfg}, 10s);
+  EXPECT_THAT(status.out, HasSubstr("once[0]"));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
 TEST(Lifecycle, SighupRestartsChangedProgramsStopsRemovedOnesStartsNewOnesAndLeavesTheRest) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;

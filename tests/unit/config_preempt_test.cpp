@@ -20,6 +20,23 @@ using ::testing::HasSubstr;
 
 constexpr const char* kPrograms = "programs: {train: {command: [/bin/true]}}\n";
 
+// `exit: {when: ...}`: when recycler itself ends.
+TEST(ExitConfig, AllExitedByDefaultAnyFailedOrNeverWhenAsked) {
+  auto plain = parse(kPrograms);
+  ASSERT_TRUE(plain.config);
+  EXPECT_EQ(plain.config->exit.when, ExitWhen::AllExited);
+  auto any = parse(std::string("exit: {when: any_failed}\n") + kPrograms);
+  ASSERT_TRUE(any.config);
+  EXPECT_EQ(any.config->exit.when, ExitWhen::AnyFailed);
+  auto never = parse(std::string("exit: {when: never}\n") + kPrograms);
+  ASSERT_TRUE(never.config);
+  EXPECT_EQ(never.config->exit.when, ExitWhen::Never);
+  EXPECT_THAT(errors(std::string("exit: {when: first_failure}\n") + kPrograms),
+              ElementsAre(HasSubstr("test.yaml:1:14: error: exit.when: invalid value")));
+  EXPECT_THAT(errors(std::string("exit: {when: never, code: 3}\n") + kPrograms),
+              ElementsAre(HasSubstr("test.yaml:1:21: error: unknown key \"code\" in exit")));
+}
+
 TEST(PreemptConfig, OffUnlessTheSectionIsThere) {
   auto loaded = parse(kPrograms);
   ASSERT_TRUE(loaded.config);
