@@ -145,50 +145,59 @@ std::optional<std::string> Budget::trigger(const BudgetReading& r, std::optional
   return found;
 }
 
-std::optional<BudgetChoice> Budget::choose(const BudgetReading& r, uint64_t excess) {
+std::optional<BudgetChoice> Budget::choose(const BudgetReading& r, double need) {
   const BudgetCandidate* best = nullptr;
   std::optional<double> best_slope;
   std::string why;
+  // What recycling `c` frees: what it grew since it was first seen (its
+  // replacement takes its start-up memory again).
+  auto freed = [&](const BudgetCandidate& c) {
+    auto it = workers_.find(key_of(c));
+    return it == workers_.end() ? 0.0
+                                : std::max(0.0, static_cast<double>(c.bytes) - it->second.first);
+  };
   for (int level = 0; level < 3 && !best; ++level) {
     const BudgetCandidate* largest = nullptr;
+    const BudgetCandidate* grew_most = nullptr;
     for (const BudgetCandidate& c : r.candidates) {
       if (!c.eligible || rank(c.preference) != level) continue;
       if (!largest || c.bytes > largest->bytes) largest = &c;
       if (config_.choose == config::BudgetChoose::Newest) {
         if (!best || c.started > best->started) best = &c;
-      } else if (config_.choose == config::BudgetChoose::Fastest && c.bytes >= excess) {
-        // Only one whose recycle would bring the figure back under the
-        // limit: a small leaker recycled over and over while the rest holds
-        // the excess would not.
-        auto it = workers_.find(key_of(c));
-        std::optional<double> slope;
-        if (it != workers_.end()) slope = slope_of(it->second);
+      } else if (config_.choose == config::BudgetChoose::Fastest) {
+        double f = freed(c);
+        if (f > 0 && (!grew_most || f > freed(*grew_most))) grew_most = &c;
+        // Only one whose recycle frees what is needed: a small leaker
+        // recycled over and over while the others fill the box would not.
+        if (f < need) continue;
+        std::optional<double> slope = slope_of(workers_.find(key_of(c))->second);
         if (slope && *slope > 0 && (!best_slope || *slope > *best_slope)) {
           best = &c;
           best_slope = slope;
         }
       }
     }
-    // Largest, and fastest when nothing of this rank that holds the excess grows.
-    if (!best) best = largest;
+    if (best) break;
+    if (config_.choose == config::BudgetChoose::Fastest && grew_most) {
+      best = grew_most;
+      why = "grew the most, +" + format_size(static_cast<uint64_t>(freed(*best))) +
+            " since it started, " + format_size(best->bytes);
+    } else if (largest) {
+      best = largest;
+      why =
+          std::string(config_.choose == config::BudgetChoose::Largest ? "largest, "
+                                                                      : "largest (none grows), ") +
+          format_size(best->bytes);
+    }
   }
   if (!best) return std::nullopt;
-  switch (config_.choose) {
-    case config::BudgetChoose::Fastest:
-      why = best_slope
-                ? "fastest-growing, " + per_minute(*best_slope) + ", " + format_size(best->bytes)
-                : "largest (none that holds the excess grows), " + format_size(best->bytes);
-      break;
-    case config::BudgetChoose::Largest:
-      why = "largest, " + format_size(best->bytes);
-      break;
-    case config::BudgetChoose::Newest:
-      why = "newest, started " +
-            format_duration(
-                whole_seconds(std::chrono::duration<double>(r.t - best->started).count())) +
-            " ago, " + format_size(best->bytes);
-      break;
-  }
+  if (best_slope)
+    why = "fastest-growing, " + per_minute(*best_slope) + ", " + format_size(best->bytes);
+  else if (config_.choose == config::BudgetChoose::Newest)
+    why =
+        "newest, started " +
+        format_duration(whole_seconds(std::chrono::duration<double>(r.t - best->started).count())) +
+        " ago, " + format_size(best->bytes);
   if (best->preference == BudgetPreference::Prefer) why += ", preferred";
   if (best->preference == BudgetPreference::Avoid) why += ", avoided but nothing else is left";
   BudgetChoice choice;
@@ -219,7 +228,9 @@ std::optional<BudgetChoice> Budget::evaluate(const BudgetReading& r) {
   // Every candidate's growth, over growth_window; forgotten once gone.
   for (auto& [key, series] : workers_) series.seen = false;
   for (const BudgetCandidate& c : r.candidates) {
-    Series& s = workers_[key_of(c)];
+    auto [it, fresh] = workers_.try_emplace(key_of(c));
+    Series& s = it->second;
+    if (fresh) s.first = static_cast<double>(c.bytes);
     s.seen = true;
     add_point(s, now, static_cast<double>(c.bytes), span);
   }
@@ -243,8 +254,14 @@ std::optional<BudgetChoice> Budget::evaluate(const BudgetReading& r) {
   } else {
     std::string kind;
     if (auto why = trigger(r, limit, kind)) {
-      uint64_t excess = kind == "usage" && limit && r.used ? *r.used - *limit : 0;
-      if (auto c = choose(r, excess)) {
+      // What the victim's recycle must free: the excess over the limit, and
+      // what the figure grows by before the budget can act again.
+      double excess =
+          limit && r.used && *r.used > *limit ? static_cast<double>(*r.used - *limit) : 0;
+      double wait =
+          std::chrono::duration<double>(config_.cooldown + config_.held + config_.interval).count();
+      double need = excess + std::max(0.0, slope_of(used_).value_or(0)) * wait;
+      if (auto c = choose(r, need)) {
         c->trigger = kind;
         c->reason = *why + "; " + c->reason;
         ++view_.recycles;

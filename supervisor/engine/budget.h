@@ -16,14 +16,16 @@
 //               (the runtime says which); never one whose program omits it
 //     order     programs that prefer it first, those that avoid it last; within
 //               a rank by `choose`: fastest-growing over `growth_window`
-//               (Theil–Sen) among those whose recycle would bring an excess
-//               over the limit back under it (the largest when none grows),
-//               largest, newest
+//               (Theil–Sen) among those whose recycle frees enough: the
+//               excess over the limit, and what the figure grows by during
+//               cooldown + for + interval (what a recycle frees is what the
+//               worker grew since it was first seen); when none does, the one
+//               that grew the most; when none grew, the largest), largest, newest
 //   then it waits: until the victim's run (or process) is gone, then
 //   `cooldown`, with the triggers' clocks and the trend started over, so the
 //   box must be over its budget again, for as long again, before the next
-//   choice. A worker is never chosen twice for one episode, and the
-//   program's own engine still applies its queue and loop guard.
+//   choice. The replacement is a new candidate once past its min_uptime;
+//   the program's own engine still applies its queue and loop guard.
 #pragma once
 
 #include <sys/types.h>
@@ -119,6 +121,7 @@ class Budget {
   static Key key_of(const BudgetCandidate& c) { return {c.program, c.slot, c.pid, c.started}; }
   struct Series {
     std::vector<policies::Point> points;
+    double first = 0;   // the figure when first seen: about what a replacement starts with
     bool seen = false;  // in the latest reading
   };
   static void add_point(Series& s, double t, double v, double span);
@@ -127,8 +130,9 @@ class Budget {
 
   std::optional<std::string> trigger(const BudgetReading& r, std::optional<uint64_t> limit,
                                      std::string& kind);
-  // `excess`: how far over the limit the figure is (usage), else 0.
-  std::optional<BudgetChoice> choose(const BudgetReading& r, uint64_t excess);
+  // `need`: what the victim's recycle must free (bytes): the excess over
+  // the limit and the figure's growth until the budget can act again.
+  std::optional<BudgetChoice> choose(const BudgetReading& r, double need);
   void start_over();
   void update_view(const BudgetReading& r, std::optional<uint64_t> limit);
 
