@@ -135,11 +135,13 @@ std::optional<std::string> Budget::trigger(const BudgetReading& r, std::optional
     policies::Decision d = config_.trend->evaluate(s, *trend_);
     if (d && !found) {
       kind = "trend";
+      // Over the limit already (before usage's `for:` has passed): said so.
       std::string when =
-          d.predicted_s ? ", trend crosses in " + format_duration(whole_seconds(*d.predicted_s))
-                        : std::string();
-      found = fmt::format("{} {} {} of {}{}", scope, config_.metric, format_size(*r.used),
-                          format_size(*limit), when);
+          *r.used > *limit ? std::string(" (the trend is over it)")
+          : d.predicted_s  ? ", trend crosses in " + format_duration(whole_seconds(*d.predicted_s))
+                           : std::string();
+      found = fmt::format("{} {} {} {} {}{}", scope, config_.metric, format_size(*r.used),
+                          *r.used > *limit ? ">" : "of", format_size(*limit), when);
     }
   }
   return found;
