@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "policies/base/units.h"
 
@@ -267,8 +268,8 @@ std::optional<BudgetChoice> Budget::evaluate(const BudgetReading& r) {
         c->trigger = kind;
         c->reason = *why + "; " + c->reason;
         ++view_.recycles;
-        view_.last_choice = c->reason;
-        view_.last_at = r.t;
+        previous_choice_ = std::exchange(view_.last_choice, c->reason);
+        previous_at_ = std::exchange(view_.last_at, r.t);
         start_over();
         choice = std::move(c);
       } else {
@@ -309,6 +310,10 @@ void Budget::update_view(const BudgetReading& r, std::optional<uint64_t> limit) 
 void Budget::refused() {
   victim_.reset();
   cooling_until_.reset();
+  // Not carried out: not counted, and the last choice is the one before.
+  if (view_.recycles > 0) --view_.recycles;
+  view_.last_choice = std::move(previous_choice_);
+  view_.last_at = previous_at_;
 }
 
 }  // namespace recycler::engine

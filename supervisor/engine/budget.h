@@ -151,6 +151,9 @@ class Budget {
   std::optional<TimePoint> cooling_until_;
   std::vector<double> scratch_;
   std::string stuck_;  // a trigger held with no candidate, as of the last reading
+  // The view's last choice before the latest, for refused().
+  std::string previous_choice_;
+  std::optional<TimePoint> previous_at_;
   BudgetView view_;
 };
 

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 
 #include "tests/support/itest.h"
@@ -148,9 +149,10 @@ TEST(Budget, ScopeContainerIsTheCgroupRecyclerRunsInAndAPercentageIsOfItsLimit) 
   }
   ASSERT_EQ(read_text(container + "/memory.max"), std::to_string(256 << 20) + "\n");
   std::string cfg = sb.write(
-      "r.yaml", config_yaml(sb, "  big:\n    command: [\"" + leaky_bin() +
-                                    "\", \"--rate\", \"96MiB\", \"--max\", \"96MiB\", \"--hold\"]\n"
-                                    "    min_uptime: 1s\n",
+      "r.yaml", config_yaml(sb,
+                            "  big:\n    command: [\"" + leaky_bin() +
+                                "\", \"--rate\", \"96MiB\", \"--max\", \"96MiB\", \"--hold\"]\n"
+                                "    min_uptime: 1s\n",
                             "budget: {scope: container, limit: 25%, for: 1s, interval: 500ms}\n"));
   Recycler r({"run", "-c", cfg}, sb);
   std::smatch m;
@@ -159,6 +161,51 @@ TEST(Budget, ScopeContainerIsTheCgroupRecyclerRunsInAndAPercentageIsOfItsLimit) 
                          &m, 30s));
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// What the metrics endpoint says of the budget is the cgroup's own figure,
+// and the text passes promtool.
+TEST(Budget, ItsFigureLimitGrowthAndChoicesAreScrapedAndPassPromtool) {
+  RECYCLER_REQUIRE_CGROUPS();
+  RECYCLER_HOST_ONLY();
+  Sandbox sb;
+  std::string cfg = sb.write(
+      "r.yaml",
+      config_yaml(sb,
+                  "  a:\n    command: [\"" + leaky_bin() +
+                      "\", \"--rate\", \"64MiB\", \"--max\", \"64MiB\", \"--hold\"]\n",
+                  "metrics: {listen: 127.0.0.1:0}\nbudget: {limit: 1GiB, interval: 200ms}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  uint16_t port = metrics_port(r);
+  ASSERT_NE(port, 0);
+  const std::string used = R"(recycler_budget_used_bytes{scope="workers",metric="current"})";
+  std::string body;
+  EXPECT_TRUE(eventually(
+      [&] {
+        r.collect();
+        body = get(port, "/metrics").body;
+        return metric_value(body, used).value_or(0) >= 60.0 * (1 << 20);
+      },
+      20s))
+      << body;
+  EXPECT_EQ(metric_value(body, R"(recycler_budget_limit_bytes{scope="workers",metric="current"})"),
+            1024.0 * (1 << 20));
+  EXPECT_EQ(metric_value(body, R"(recycler_budget_recycles_total{scope="workers"})"), 0);
+  EXPECT_TRUE(metric_value(
+      body, R"(recycler_budget_growth_bytes_per_second{scope="workers",metric="current"})"));
+  // The worker's cgroup's own figure, as of its last sample.
+  std::string file = sb.v2() ? "memory.current" : "memory.usage_in_bytes";
+  double cgroup = std::stod(read_text(sb.worker_dir("a", 0) + "/" + file));
+  EXPECT_NEAR(metric_value(body, used).value_or(-1), cgroup, cgroup * 0.1);
+  if (auto tool = promtool()) {
+    auto [status, out] = promtool_check(*tool, body, sb.tmp());
+    EXPECT_EQ(status, 0) << out << "\n" << body;
+  } else {
+    std::cout << "[  SKIPPED ] promtool check metrics: promtool is not installed here (Debian "
+                 "package prometheus)\n";
+  }
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
 }
 
 // A process held at its cgroup's memory.high stalls in reclaim: PSI's "some"

@@ -240,8 +240,11 @@ TEST(Budget, ARefusedChoiceEndsTheWaitAtOnce) {
   box.add("b", 60, 0);
   ASSERT_TRUE(budget.evaluate(box.reading()));
   budget.refused();
+  EXPECT_EQ(budget.view().recycles, 0u) << "not carried out: not counted";
+  EXPECT_EQ(budget.view().last_choice, "");
   box.advance(1s);
   EXPECT_TRUE(budget.evaluate(box.reading()));
+  EXPECT_EQ(budget.view().recycles, 1u);
 }
 
 TEST(Budget, PreferredProgramsGoFirstAvoidedOnesLastOmittedOnesNever) {
@@ -307,7 +310,8 @@ TEST(Budget, ASmallFastLeakerIsPassedOverWhenItsRecycleCannotFreeWhatTheBoxNeeds
   }
   EXPECT_GE(chosen["medium"], 1);
   EXPECT_EQ(chosen["flat"], 0);
-  EXPECT_LT(peak, 375) << "the box held: fast " << chosen["fast"] << ", medium " << chosen["medium"];
+  EXPECT_LT(peak, 375) << "the box held: fast " << chosen["fast"] << ", medium "
+                       << chosen["medium"];
 }
 
 TEST(Budget, WithNothingGrowingFastestFallsBackToTheLargest) {
