@@ -160,6 +160,11 @@ struct MountEntry {
 std::vector<MountEntry> parse_mountinfo(const std::string& text);
 // The v2 ("0::") path of /proc/<pid>/cgroup; nullopt when absent.
 std::optional<std::string> parse_v2_self_cgroup(const std::string& text);
+// The path a /proc/<pid>/cgroup text gives for the hierarchy of `controller`
+// ("4:memory:/a/b", also among co-mounted ones, "4:cpu,cpuacct:/a/b"), or
+// v2's ("0::/a/b") for "": "/a/b"; nullopt without that line.
+std::optional<std::string_view> parse_cgroup_of(std::string_view proc_cgroup,
+                                                std::string_view controller);
 // The worker slot a /proc/<pid>/cgroup text places a process in under
 // `layout` (its root, in the hierarchy of its first controller or v2's).
 std::optional<WorkerId> parse_worker_of(std::string_view proc_cgroup, const Layout& layout);

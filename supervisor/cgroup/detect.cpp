@@ -208,12 +208,9 @@ std::optional<std::string> parse_v2_self_cgroup(const std::string& text) {
   return std::nullopt;
 }
 
-std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& layout) {
-  if (layout.hierarchies.empty()) return std::nullopt;
-  const std::string& controller = layout.hierarchies.front().controller;  // "" on v2
-  std::string_view path;
-  bool found = false;
-  while (!text.empty() && !found) {
+std::optional<std::string_view> parse_cgroup_of(std::string_view text,
+                                                std::string_view controller) {
+  while (!text.empty()) {
     size_t eol = text.find('\n');
     std::string_view line = text.substr(0, eol);
     text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
@@ -221,6 +218,7 @@ std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& lay
     size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos) continue;
     std::string_view controllers = line.substr(first + 1, second - first - 1);
+    bool found = false;
     if (controller.empty()) {
       found = line.substr(0, first) == "0" && controllers.empty();
     } else {
@@ -231,9 +229,18 @@ std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& lay
         pos = comma + 1;
       }
     }
-    if (found) path = line.substr(second + 1);
+    if (found) return line.substr(second + 1);
   }
-  if (!found || path.size() <= layout.root.size() + 1 || !path.starts_with(layout.root) ||
+  return std::nullopt;
+}
+
+std::optional<WorkerId> parse_worker_of(std::string_view text, const Layout& layout) {
+  if (layout.hierarchies.empty()) return std::nullopt;
+  // The hierarchy of the first controller, "" on v2.
+  auto found = parse_cgroup_of(text, layout.hierarchies.front().controller);
+  if (!found) return std::nullopt;
+  std::string_view path = *found;
+  if (path.size() <= layout.root.size() + 1 || !path.starts_with(layout.root) ||
       path[layout.root.size()] != '/')
     return std::nullopt;
   path.remove_prefix(layout.root.size() + 1);  // "program/slot[/...]"

@@ -288,8 +288,8 @@ struct GangConfig {
 // program: chosen before the others (prefer), only when nothing else is left
 // (avoid), or never (omit); and whether the budget recycles one of its
 // processes (scope: process: each child of a pre-fork server is a candidate
-// of its own) or the whole worker. The worker cgroups carry the same preference for systemd-oomd and
-// oomd, should they act first (cgroup/oomd_marks.h).
+// of its own) or the whole worker. The worker cgroups carry the same preference for systemd-oomd
+// and oomd, should they act first (cgroup/oomd_marks.h).
 enum class BudgetPreference { None, Prefer, Avoid, Omit };
 inline constexpr EnumName<BudgetPreference> kBudgetPreferences[] = {
     {BudgetPreference::None, "none"},

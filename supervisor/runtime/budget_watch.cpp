@@ -28,26 +28,6 @@ std::optional<std::string> read_small(const std::string& path) {
   return std::move(text.value());
 }
 
-// The v1 memory hierarchy's line of /proc/self/cgroup ("4:memory:/a/b"), or
-// v2's ("0::/a/b"): the path.
-std::optional<std::string> own_cgroup(const std::string& text, bool v2) {
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    size_t a = line.find(':');
-    size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
-    if (b == std::string_view::npos) continue;
-    std::string_view controllers = line.substr(a + 1, b - a - 1);
-    std::string_view path = line.substr(b + 1);
-    if (v2 ? (line.substr(0, a) == "0" && controllers.empty())
-           : ("," + std::string(controllers) + ",").find(",memory,") != std::string::npos)
-      return std::string(path);
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 BudgetWatch::Sources budget_sources(const cgroup::Manager& cgroups, const cgroup::Paths& paths) {
@@ -61,7 +41,7 @@ BudgetWatch::Sources budget_sources(const cgroup::Manager& cgroups, const cgroup
     std::string own = s.v2 ? layout.own : std::string();
     if (!s.v2)
       if (auto text = read_small(paths.self_cgroup))
-        if (auto path = own_cgroup(*text, false)) own = *path;
+        if (auto path = cgroup::parse_cgroup_of(*text, "memory")) own = *path;
     if (!own.empty()) s.container = h.mount + (own == "/" ? std::string() : own);
   }
   return s;
@@ -180,7 +160,8 @@ engine::BudgetReading BudgetWatch::read(TimePoint now) {
   }
   // The host's figures: scope host, and the capacity of a percentage
   // wherever the container has no limit of its own.
-  if (config_.scope == BudgetScope::Host || !r.capacity) {
+  bool percent = config_.limit && config_.limit->percent;
+  if (config_.scope == BudgetScope::Host || (percent && !r.capacity)) {
     if (auto text = read_small(sources_.proc + "/meminfo")) {
       probe::HostMemory m = probe::parse_meminfo(*text);
       if (!r.capacity) r.capacity = m.total;

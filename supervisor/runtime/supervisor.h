@@ -145,7 +145,7 @@ class Supervisor {
   // Work that destroys workers, so must not run inside one of their callbacks.
   DeferredQueue deferred_{timers_};
   bool finished_check_pending_ = false;
-  bool said_all_exited_ = false;  // exit.when: never, once every slot has stopped
+  bool said_all_exited_ = false;       // exit.when: never, once every slot has stopped
   std::unique_ptr<StartUp> start_up_;  // while starting up
 
   // Exits and recycles since recycler started, across reloads (status.h).

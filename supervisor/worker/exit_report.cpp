@@ -9,8 +9,9 @@ namespace recycler {
 ExitReport describe_exit(const Slot& slot, const RunEnd& end) {
   const ExitStatus& status = end.status;
   const auto& max = slot.program().limits.memory_max;
-  std::string limit = max ? "cgroup memory limit " + units::format_size(*max)
-                          : "no memory limit on its cgroup: a parent cgroup's limit or the host's memory ran out";
+  std::string limit =
+      max ? "cgroup memory limit " + units::format_size(*max)
+          : "no memory limit on its cgroup: a parent cgroup's limit or the host's memory ran out";
   ExitReport report;
   if (end.oom && status.signaled && status.signal == SIGKILL) {
     report.message = fmt::format("{} was OOM-killed by the kernel ({}) after {}", slot.name(),

@@ -102,6 +102,14 @@ constexpr const char* kV1ProcCgroup =
     "4:memory:/recycler/web/3\n"
     "0::/system.slice/ssh.service\n";
 
+TEST(ParseCgroupOf, FindsAControllersLineCoMountedOrNotAndV2s) {
+  EXPECT_EQ(parse_cgroup_of(kV1ProcCgroup, "memory"), "/recycler/web/3");
+  EXPECT_EQ(parse_cgroup_of(kV1ProcCgroup, "cpuacct"), "/recycler/web/3");
+  EXPECT_EQ(parse_cgroup_of(kV1ProcCgroup, ""), "/system.slice/ssh.service");
+  EXPECT_EQ(parse_cgroup_of(kV1ProcCgroup, "blkio"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_of("4:memory\n", "memory"), std::nullopt);
+}
+
 TEST(ParseWorkerOf, ReadsProgramAndSlotFromTheFirstHierarchysLine) {
   EXPECT_EQ(parse_worker_of(kV1ProcCgroup, v1_layout("/recycler")), (WorkerId{"web", 3}));
 }

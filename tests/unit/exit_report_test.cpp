@@ -76,7 +76,8 @@ TEST_F(ExitReportTest, AnOomKillOfAnotherProcessIsAddedToTheExit) {
   EXPECT_TRUE(report.crash) << "a clean exit after an OOM kill in its cgroup is not clean";
   EXPECT_EQ(report.message,
             "api[1] exited with status 0 after 0ms; the kernel OOM-killed a process in its "
-            "cgroup (no memory limit on its cgroup: a parent cgroup's limit or the host's memory ran out)");
+            "cgroup (no memory limit on its cgroup: a parent cgroup's limit or the host's memory "
+            "ran out)");
 }
 
 }  // namespace
