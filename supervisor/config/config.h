@@ -344,6 +344,9 @@ struct ProgramConfig {
   RecycleConfig recycle;
   std::optional<GangConfig> gang;
   ProgramBudget budget;
+  // drain.unready_for: before a whole-worker recycle its slot is not ready
+  // (GET /readyz) for that long, then the recycle goes ahead; nullopt: at once.
+  std::optional<Duration> drain_unready_for;
   // What the top-level budget reads of this program's samples (Needs bits;
   // 0 without a budget): set when the config is loaded, so the controller
   // samples the program even without policies of its own.

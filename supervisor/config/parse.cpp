@@ -162,6 +162,14 @@ std::optional<Parsed> parse_config(const YAML::Node& document, const std::string
                 sites.budget->path +
                     ": there is no top-level budget: section for it to take "
                     "part in; add one, or remove this");
+  if (!config.metrics)
+    for (const ProgramSites& sites : parsed.programs)
+      if (sites.drain)
+        r.warning(sites.drain->slot, sites.drain->mark,
+                  sites.drain->path +
+                      " delays each recycle, but without a metrics: section there is no "
+                      "/readyz for a probe to see the worker unready; add metrics: {listen: "
+                      "0.0.0.0:9464}");
   return parsed;
 }
 
@@ -243,6 +251,7 @@ std::vector<KeyTable> key_tables() {
           {"programs.*.requests", kRequestsKeys},
           {"programs.*.checkpoint", kCheckpointKeys},
           {"programs.*.gang", kGangKeys},
+          {"programs.*.drain", kDrainKeys},
           {"programs.*.budget", kProgramBudgetKeys},
           {"programs.*.diagnose", kDiagnoseKeys},
           {"programs.*.timeline", kTimelineKeys},

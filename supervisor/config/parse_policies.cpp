@@ -265,6 +265,22 @@ void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r) {
         r.warning(v->mark(), v->path + " applies to mode: surge only");
 }
 
+// drain: {unready_for: DUR}: before a whole-worker recycle, the slot is not
+// ready (/readyz) for that long, so that load balancers stop sending first.
+void parse_drain(const Field& f, ProgramConfig& p, ProgramSites& sites, Report& r) {
+  auto map = read_map(f, r, kDrainKeys);
+  if (!map) return;
+  if (auto* v = map->get("unready_for")) {
+    if (auto d = read_duration(*v, r); d && *d > std::chrono::minutes(10)) {
+      r.error(v->mark(), v->path + ": " + format_duration(*d) +
+                             " is too long: a recycle would wait that long; at most 10m");
+    } else if (d && d->count() > 0) {
+      p.drain_unready_for = *d;
+      sites.drain = Site{v->path, v->mark(), r.reserve(), ""};
+    }
+  }
+}
+
 // gang: true | false | {master: HOST:PORT}: the instances are ranks of one
 // job. Their recycles go together, which a surge (two generations of one
 // rank side by side) cannot.

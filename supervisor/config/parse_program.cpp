@@ -335,6 +335,7 @@ void parse_recycling(const MapView& map, const fs::path& base, ProgramConfig& p,
   if (auto* v = map.find("listen")) parse_listen(*v, base, p, sites, r);
   if (auto* v = map.find("recycle")) parse_recycle(*v, p.recycle, r);
   if (auto* v = map.find("gang")) parse_gang(*v, p, r);
+  if (auto* v = map.find("drain")) parse_drain(*v, p, sites, r);
   if (auto* v = map.get("budget")) {
     parse_program_budget(*v, p.budget, r);
     sites.budget = Site{v->path, v->mark(), r.reserve(), ""};

@@ -196,7 +196,8 @@ inline constexpr std::string_view kProgramKeys[] = {"command",
                                                     "listen",
                                                     "recycle",
                                                     "gang",
-                                                    "budget"};
+                                                    "budget",
+                                                    "drain"};
 inline constexpr std::string_view kListenKeys[] = {"name", "address", "backlog",
                                                    "mode", "owner",   "group"};
 inline constexpr std::string_view kRecycleKeys[] = {"mode", "ready_timeout", "ready_after",
@@ -209,6 +210,7 @@ inline constexpr std::string_view kRequestsKeys[] = {"pattern"};
 inline constexpr std::string_view kCheckpointKeys[] = {"signal", "signal_to", "timeout",
                                                        "on_timeout"};
 inline constexpr std::string_view kGangKeys[] = {"master"};
+inline constexpr std::string_view kDrainKeys[] = {"unready_for"};
 inline constexpr std::string_view kDiagnoseKeys[] = {"signal", "command", "timeout", "max_output",
                                                      "policies"};
 inline constexpr std::string_view kTimelineKeys[] = {"dir", "max_size", "keep"};
@@ -285,6 +287,7 @@ struct ProgramSites {
   std::optional<Site> command;    // a command list's first word, for the PATH lookup
   std::optional<Site> gpus_auto;  // devices.gpus: auto, which counts GPUs through NVML
   std::optional<Site> budget;     // its budget: section, which needs the top-level one
+  std::optional<Site> drain;      // drain.unready_for, which only /readyz (metrics:) shows
 };
 
 struct ControlSites {
@@ -354,6 +357,8 @@ void parse_timeline(const Field& f, const fs::path& base, std::optional<Timeline
 void parse_recycle(const Field& f, RecycleConfig& recycle, Report& r);
 // After parse_recycle: a gang cannot surge.
 void parse_gang(const Field& f, ProgramConfig& p, Report& r);
+// drain: {unready_for: DUR}.
+void parse_drain(const Field& f, ProgramConfig& p, ProgramSites& sites, Report& r);
 void warn_surge_without_listen(const ProgramConfig& p, const MapView& map, Report& r);
 
 }  // namespace recycler::config::detail

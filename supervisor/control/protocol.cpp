@@ -287,7 +287,9 @@ Json to_json(const WorkerStatus& w) {
           {"outlooks", std::move(outlooks)},
           {"last_recycle_reason",
            w.last_recycle_reason.empty() ? Json(nullptr) : Json(w.last_recycle_reason)},
-          {"status_text", w.status_text.empty() ? Json(nullptr) : Json(w.status_text)}};
+          {"status_text", w.status_text.empty() ? Json(nullptr) : Json(w.status_text)},
+          {"ready", w.ready},
+          {"not_ready", w.not_ready.empty() ? Json(nullptr) : Json(w.not_ready)}};
 }
 
 Json to_json(const SupervisorStatus& s) {
@@ -377,6 +379,8 @@ WorkerStatus worker_from_json(const Json& j) {
   if (auto* v = get("last_recycle_reason"); v && v->is_string())
     w.last_recycle_reason = v->get<std::string>();
   if (auto* v = get("status_text"); v && v->is_string()) w.status_text = v->get<std::string>();
+  if (auto* v = get("ready"); v && v->is_boolean()) w.ready = v->get<bool>();
+  if (auto* v = get("not_ready"); v && v->is_string()) w.not_ready = v->get<std::string>();
   return w;
 }
 

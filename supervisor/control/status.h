@@ -77,6 +77,10 @@ struct WorkerStatus {
   // What its run last said with STATUS= (sd_notify), as `systemctl status`
   // shows it: text from the worker, escaped where printed; "" for none.
   std::string status_text;
+  // Whether it can take work (ProgramMonitor::readiness; GET /readyz), and
+  // if not, why ("starting", "no READY=1 from this run yet", ...).
+  bool ready = false;
+  std::string not_ready;
 
   bool running() const { return state == "running"; }
 };

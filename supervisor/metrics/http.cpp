@@ -69,8 +69,16 @@ Parsed check_request_line(std::string_view line, bool complete) {
   std::string_view path = target.substr(0, target.find('?'));
   bool get = method == "GET", head = method == "HEAD";
   if (!get && !head) return refuse(405);
-  if (path != "/metrics") return refuse(404);
-  return {get ? Verdict::Metrics : Verdict::MetricsHead, 200};
+  Parsed served{get ? Verdict::Get : Verdict::Head, 200};
+  if (path == "/metrics")
+    served.path = Path::Metrics;
+  else if (path == "/healthz")
+    served.path = Path::Healthz;
+  else if (path == "/readyz")
+    served.path = Path::Readyz;
+  else
+    return refuse(404);
+  return served;
 }
 
 // One header line (without its line end): NAME ":" VALUE.

@@ -3,8 +3,8 @@
 // the connection, so there is no keep-alive, no pipelining and no body to
 // read. Pure: bytes in, a verdict out.
 //
-// Only `GET /metrics` and `HEAD /metrics` (a query string is ignored) are
-// served; another path is 404, another method 405, a head that is not
+// Only GET and HEAD of `/metrics`, `/healthz` and `/readyz` (a query string
+// is ignored) are served; another path is 404, another method 405, a head that is not
 // HTTP/1.x is 400 (505 for another HTTP version), one larger than the limit
 // 431. Garbage is refused as soon as the request line shows it is garbage,
 // without waiting for the rest of the head.
@@ -20,15 +20,20 @@ namespace recycler::metrics::http {
 inline constexpr size_t kMaxHead = 8 << 10;
 
 enum class Verdict {
-  Incomplete,   // no end of head yet: read on
-  Metrics,      // GET /metrics
-  MetricsHead,  // HEAD /metrics
-  Refused,      // answer with `status` and close
+  Incomplete,  // no end of head yet: read on
+  Get,         // GET of `path`
+  Head,        // HEAD of `path`: the same head, no body
+  Refused,     // answer with `status` and close
 };
+
+// What is served: the metrics, and the probes' answers (liveness: the loop
+// is on time; readiness: every worker is ready), as Kubernetes asks them.
+enum class Path { Metrics, Healthz, Readyz };
 
 struct Parsed {
   Verdict verdict = Verdict::Incomplete;
   int status = 0;  // for Refused: 400, 404, 405, 431 or 505
+  Path path = Path::Metrics;
 };
 
 // Looks at what has arrived so far of a request (`received` is everything
@@ -41,6 +46,7 @@ std::string response_head(int status, std::string_view content_type, size_t cont
 // A refusal: head and a one-line plain-text body.
 std::string error_response(int status);
 
+inline constexpr std::string_view kProbeContentType = "text/plain; charset=utf-8";
 inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace recycler::metrics::http

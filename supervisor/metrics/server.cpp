@@ -39,11 +39,12 @@ void free_client(uv_handle_t* h) {
 }  // namespace
 
 Server::Server(uv_loop_t* loop, Timers& timers, config::ListenAddress address, Render render,
-               Limits limits)
+               Limits limits, Probe probe)
     : loop_(loop),
       timers_(timers),
       address_(std::move(address)),
       render_(std::move(render)),
+      probe_(std::move(probe)),
       limits_(limits) {}
 
 Server::~Server() {
@@ -53,8 +54,9 @@ Server::~Server() {
 
 Result<std::unique_ptr<Server>> Server::listen(uv_loop_t* loop, Timers& timers,
                                                const config::ListenAddress& address, Render render,
-                                               Limits limits) {
-  std::unique_ptr<Server> server(new Server(loop, timers, address, std::move(render), limits));
+                                               Limits limits, Probe probe) {
+  std::unique_ptr<Server> server(
+      new Server(loop, timers, address, std::move(render), limits, std::move(probe)));
   auto fail = [&](int err) {
     return Error{"metrics: cannot listen on " + address.str() + ": " + uv_strerror(err), -err};
   };
@@ -160,14 +162,26 @@ void Server::on_read(Client& c, ssize_t nread, const uv_buf_t* buf) {
       return;
     case http::Verdict::Refused:
       ++stats_.refused;
-      return respond(c, http::error_response(parsed.status), nullptr);
-    case http::Verdict::Metrics:
-    case http::Verdict::MetricsHead: {
+      return respond(c, http::error_response(parsed.status), nullptr, nullptr);
+    case http::Verdict::Get:
+    case http::Verdict::Head: {
+      bool get = parsed.verdict == http::Verdict::Get;
+      if (parsed.path != http::Path::Metrics) {
+        if (!probe_) {
+          ++stats_.refused;
+          return respond(c, http::error_response(404), nullptr, nullptr);
+        }
+        ProbeAnswer answer = probe_(parsed.path);
+        auto text = std::make_shared<const std::string>(answer.text + "\n");
+        std::string head =
+            http::response_head(answer.ok ? 200 : 503, http::kProbeContentType, text->size());
+        ++stats_.probes;
+        return respond(c, std::move(head), get ? std::move(text) : nullptr, &stats_.probes);
+      }
       std::shared_ptr<const std::string> rendered = body();
       std::string head = http::response_head(200, http::kMetricsContentType, rendered->size());
       ++stats_.scrapes;
-      return respond(c, std::move(head),
-                     parsed.verdict == http::Verdict::Metrics ? std::move(rendered) : nullptr);
+      return respond(c, std::move(head), get ? std::move(rendered) : nullptr, &stats_.scrapes);
     }
   }
 }
@@ -182,10 +196,11 @@ std::shared_ptr<const std::string> Server::body() {
   return body_;
 }
 
-void Server::respond(Client& c, std::string head, std::shared_ptr<const std::string> body) {
+void Server::respond(Client& c, std::string head, std::shared_ptr<const std::string> body,
+                     uint64_t* served) {
   size_t size = head.size() + (body ? body->size() : 0);
-  if (pending_output_ + size > limits_.max_pending_output) {
-    --stats_.scrapes;  // not served after all
+  if (served && pending_output_ + size > limits_.max_pending_output) {
+    --*served;  // not served after all
     ++stats_.refused;
     head = http::error_response(503);
     body = nullptr;

@@ -1,5 +1,8 @@
 // The metrics endpoint: a TCP server on the supervisor's libuv loop that
-// answers GET /metrics (http.h) with what `render` returns. One thread, no
+// answers GET /metrics (http.h) with what `render` returns, and the probes'
+// GET /healthz and /readyz with what `probe` says (200 or 503, and its
+// line). A probe is answered by the loop itself: one that is blocked does
+// not answer, and the prober's timeout says so. One thread, no
 // blocking call: scrapers are strangers, so everything they can make recycler
 // hold is bounded.
 //
@@ -35,8 +38,9 @@
 #include <string>
 
 #include "supervisor/config/config.h"
-#include "supervisor/util/timers.h"
+#include "supervisor/metrics/http.h"
 #include "supervisor/util/result.h"
+#include "supervisor/util/timers.h"
 #include "supervisor/util/uv.h"
 
 namespace recycler::metrics {
@@ -54,9 +58,17 @@ class Server {
   };
   // The body of GET /metrics, in the text exposition format.
   using Render = std::function<std::string()>;
+  // A probe's answer: 200 when `ok`, else 503; `text` is its body's line.
+  struct ProbeAnswer {
+    bool ok = false;
+    std::string text;
+  };
+  // Answers /healthz and /readyz (null: those paths are 404).
+  using Probe = std::function<ProbeAnswer(http::Path)>;
 
   struct Stats {
-    uint64_t scrapes = 0;  // 200 responses
+    uint64_t scrapes = 0;  // 200 responses to /metrics
+    uint64_t probes = 0;   // answers to /healthz and /readyz (200 or 503)
     uint64_t refused = 0;  // 4xx/5xx responses
     uint64_t dropped = 0;  // connections closed without a response (timeouts, evictions, full)
   };
@@ -65,7 +77,7 @@ class Server {
   // in use"). Nothing is left open on error.
   static Result<std::unique_ptr<Server>> listen(uv_loop_t* loop, Timers& timers,
                                                 const config::ListenAddress& address, Render render,
-                                                Limits limits);
+                                                Limits limits, Probe probe = nullptr);
   static Result<std::unique_ptr<Server>> listen(uv_loop_t* loop, Timers& timers,
                                                 const config::ListenAddress& address,
                                                 Render render) {
@@ -88,12 +100,15 @@ class Server {
 
  private:
   Server(uv_loop_t* loop, Timers& timers, config::ListenAddress address, Render render,
-         Limits limits);
+         Limits limits, Probe probe);
 
   void on_connection();
   Client* evictable() const;
   void on_read(Client& c, ssize_t nread, const uv_buf_t* buf);
-  void respond(Client& c, std::string head, std::shared_ptr<const std::string> body);
+  // `served`: the counter this answer went into (scrapes, probes), taken
+  // back when it turns into a 503 for want of room; null for a refusal.
+  void respond(Client& c, std::string head, std::shared_ptr<const std::string> body,
+               uint64_t* served);
   void on_written(Client& c, int status);
   void close(Client& c, bool dropped);
   std::shared_ptr<const std::string> body();
@@ -103,6 +118,7 @@ class Server {
   config::ListenAddress address_;
   uint16_t port_ = 0;
   Render render_;
+  Probe probe_;
   Limits limits_;
   uv::Handle<uv_tcp_t> listener_;
   std::list<Client*> clients_;  // in order of arrival; each freed when its handle closes

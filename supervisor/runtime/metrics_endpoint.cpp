@@ -8,16 +8,19 @@
 namespace recycler {
 
 MetricsEndpoint::MetricsEndpoint(uv_loop_t* loop, Timers& timers, std::string proc,
-                                 const metrics::Histogram& sample_duration, StatusFn status)
+                                 const metrics::Histogram& sample_duration, StatusFn status,
+                                 metrics::Server::Probe probe)
     : loop_(loop),
       timers_(timers),
       proc_(std::move(proc)),
       sample_duration_(sample_duration),
-      status_(std::move(status)) {}
+      status_(std::move(status)),
+      probe_(std::move(probe)) {}
 
 Result<std::unique_ptr<metrics::Server>> MetricsEndpoint::listen(
     const config::ListenAddress& address) {
-  return metrics::Server::listen(loop_, timers_, address, [this] { return text(); });
+  return metrics::Server::listen(
+      loop_, timers_, address, [this] { return text(); }, metrics::Server::Limits{}, probe_);
 }
 
 bool MetricsEndpoint::apply(const config::Config& config) {

@@ -23,9 +23,11 @@ class MetricsEndpoint {
  public:
   using StatusFn = std::function<SupervisorStatus()>;
   // `loop`, `timers` and `sample_duration` outlive the endpoint; `proc` is
-  // where recycler's own figures are read (/proc).
+  // where recycler's own figures are read (/proc); `probe` answers
+  // /healthz and /readyz.
   MetricsEndpoint(uv_loop_t* loop, Timers& timers, std::string proc,
-                  const metrics::Histogram& sample_duration, StatusFn status);
+                  const metrics::Histogram& sample_duration, StatusFn status,
+                  metrics::Server::Probe probe);
 
   // Where `config` asks for an endpoint: opened, moved or closed to match
   // it; false when it cannot listen there (logged; a move that fails keeps
@@ -42,6 +44,7 @@ class MetricsEndpoint {
   std::string proc_;
   const metrics::Histogram& sample_duration_;
   StatusFn status_;
+  metrics::Server::Probe probe_;
   std::unique_ptr<metrics::Server> server_;
 };
 

@@ -37,6 +37,13 @@ struct ProgramMonitor::Slot {
   // diagnose: under way; the commands that came after it, held until it is done.
   std::unique_ptr<Diagnosis> diagnosis;
   std::vector<engine::Command> held;
+  // drain.unready_for: the slot is unready and its recycle (in `held`) waits
+  // for this timer; `drained` lets that recycle through when it fires.
+  std::unique_ptr<Timer> drain;
+  bool drained = false;
+  // The runs (generations) that have sent READY=1: the current one, and a
+  // surge's next one, which becomes current when it takes over.
+  std::optional<unsigned> ready_run, ready_next;
 };
 
 ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
@@ -82,11 +89,19 @@ std::string ProgramMonitor::worker_name(unsigned slot) const {
 notify::Answer ProgramMonitor::receive(const notify::Origin& origin, pid_t pid,
                                        const notify::NotifyMessage& message, bool answer_wanted) {
   if (origin.place.slot >= slots_.size()) return {};
-  Worker& worker = *slots_[origin.place.slot]->worker;
-  if (message.ready) worker.notified_ready(pid);
+  Slot& slot = *slots_[origin.place.slot];
+  Worker& worker = *slot.worker;
   // During a surge and after one, two generations of the slot report: each
   // counts in its own run.
   engine::Generation generation = worker.surge().generation_in(origin.place.variant);
+  if (message.ready) {
+    worker.notified_ready(pid);
+    sends_ready_ = true;
+    if (generation == engine::Generation::Current)
+      slot.ready_run = worker.generation();
+    else if (generation == engine::Generation::Next)
+      slot.ready_next = worker.surge().next_generation();
+  }
   on_notify(worker, generation, pid, message);
   if (!answer_wanted) return {};
   return answer(worker, generation, pid, *message.requests);
@@ -392,13 +407,17 @@ void ProgramMonitor::execute(engine::Command& command) {
         } else {
           Slot& slot = *slots_.at(c.slot);
           Worker& w = *slot.worker;
-          if (slot.diagnosis) {  // the recycle waits for its evidence
+          if (slot.diagnosis || slot.drain) {  // the recycle waits for its evidence or drain
             slot.held.emplace_back(std::in_place_type<C>, std::move(c));
             return;
           }
           if constexpr (std::is_same_v<C, engine::Diagnose>) {
             diagnose(slot, c);
           } else if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
+            if (drain_first(slot)) {
+              slot.held.emplace_back(std::in_place_type<C>, std::move(c));
+              return;
+            }
             RecycleCause cause{std::move(c.reason), c.resume};
             // A gang's ranks go together (after a recycle loop's delay, all).
             bool done = gang_ ? gang_->recycle(c.slot, std::move(cause), false, c.delay)
@@ -451,6 +470,45 @@ void ProgramMonitor::execute(engine::Command& command) {
         }
       },
       command);
+}
+
+bool ProgramMonitor::drain_first(Slot& slot) {
+  if (std::exchange(slot.drained, false)) return false;
+  const Worker& w = *slot.worker;
+  if (!program_->drain_unready_for || gang_ || w.state() != WorkerState::Running) return false;
+  Duration wait = *program_->drain_unready_for;
+  log::info("{}: unready for {} before its recycle (drain.unready_for)", w.name(),
+            units::format_duration(wait));
+  unsigned index = slot.index;
+  slot.drain = ctx_.timers.after(wait, [this, index] {
+    Slot& s = *slots_.at(index);
+    s.drain.reset();
+    s.drained = true;
+    for (engine::Command& c : std::exchange(s.held, {})) execute(c);
+    s.drained = false;
+    run_commands();
+  });
+  return true;
+}
+
+ProgramMonitor::Readiness ProgramMonitor::readiness(unsigned index) const {
+  if (index >= slots_.size()) return {false, "no such slot"};
+  const Slot& slot = *slots_[index];
+  const Worker& w = *slot.worker;
+  if (w.state() != WorkerState::Running) return {false, to_string(w.state())};
+  if (slot.drain) return {false, "draining before its recycle"};
+  switch (w.phase()) {
+    case StopPhase::None:
+    case StopPhase::Surging:
+      break;
+    default:
+      return {false, to_string(w.phase())};
+  }
+  bool needs_ready = sends_ready_ || (program_->recycle.mode == config::RecycleMode::Surge &&
+                                      !program_->recycle.ready_after);
+  if (needs_ready && slot.ready_run != w.generation() && slot.ready_next != w.generation())
+    return {false, "no READY=1 from this run yet"};
+  return {true, ""};
 }
 
 void ProgramMonitor::diagnose(Slot& slot, const engine::Diagnose& asked) {

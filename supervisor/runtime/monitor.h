@@ -113,6 +113,16 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   bool budget_recycle(unsigned slot, pid_t pid, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
+  // Whether `slot` can take work now (GET /readyz, status's `ready`): it is
+  // running, not draining before a recycle (drain.unready_for) nor being
+  // stopped, and, once the program has been seen to send READY=1 (or it
+  // surges, which waits for one), its current run has sent it. `why` says
+  // what is missing ("starting", "draining before its recycle", ...).
+  struct Readiness {
+    bool ready = false;
+    std::string why;
+  };
+  Readiness readiness(unsigned slot) const;
   // For the watchdog (watchdog.h): how long each worker being sampled has
   // gone since its last sampling tick, appended to `out`.
   void sampling_progress(TimePoint now, std::vector<Progress>& out) const;
@@ -144,6 +154,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   void execute(engine::Command& command);
   // config diagnose: (diagnosis.h); the slot's later commands wait for it.
   void diagnose(Slot& slot, const engine::Diagnose& asked);
+  // drain.unready_for: true when a recycle of `slot` must wait, unready,
+  // first (its timer is armed; the recycle goes into `held`).
+  bool drain_first(Slot& slot);
   void diagnosed(Slot& slot, const engine::Diagnose& asked, Diagnosis::Outcome outcome);
   // The slot of `worker` (slots are by number): null for another's.
   Slot* find(const Worker& worker);
@@ -156,6 +169,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // config gang: the controller's recycles and checkpoints of one slot are
   // carried out on every rank.
   std::unique_ptr<Gang> gang_;
+  // One of its workers has sent READY=1: from then on each run is ready
+  // only once it has.
+  bool sends_ready_ = false;
   // What callbacks held by workers reach this monitor through; gone with it.
   std::shared_ptr<ProgramMonitor*> self_ = std::make_shared<ProgramMonitor*>(this);
 };

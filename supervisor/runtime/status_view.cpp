@@ -125,6 +125,14 @@ WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
   if (last && s.pid) fill_sampled(s, cfg, *controller, w.slot(), *last, watched);
   if (controller && s.pid) s.status_text = controller->status_text(w.slot());
   fill_cgroup_memory(s, w);
+  if (monitor) {
+    ProgramMonitor::Readiness r = monitor->readiness(w.slot());
+    s.ready = r.ready;
+    s.not_ready = std::move(r.why);
+  } else {
+    s.ready = w.state() == WorkerState::Running;
+    if (!s.ready) s.not_ready = s.state;
+  }
   return s;
 }
 
@@ -157,6 +165,32 @@ SupervisorStatus Supervisor::status(bool workers) const {
   counters_.fill(out);
   if (budget_) out.budget = budget_->status(timers_.now());
   return out;
+}
+
+metrics::Server::ProbeAnswer Supervisor::probe(metrics::http::Path path) const {
+  if (path == metrics::http::Path::Healthz) {
+    std::vector<Progress> progress;
+    sampling_progress(timers_.now(), progress);
+    if (auto why = first_stalled(progress)) return {false, *why};
+    return {true, shutting_down_ ? "ok (stopping)" : "ok"};
+  }
+  if (shutting_down_) return {false, "not ready: stopping"};
+  unsigned slots = 0, ready = 0;
+  std::string first;
+  for (const auto& [name, program] : programs_)
+    for (const auto& w : program.workers) {
+      ++slots;
+      ProgramMonitor::Readiness r{w->state() == WorkerState::Running, to_string(w->state())};
+      if (program.monitor) r = program.monitor->readiness(w->slot());
+      if (r.ready)
+        ++ready;
+      else if (first.empty())
+        first = w->name() + ": " + r.why;
+    }
+  if (slots == 0) return {false, "not ready: no workers"};
+  if (ready < slots)
+    return {false, fmt::format("not ready: {} of {} workers ready; {}", ready, slots, first)};
+  return {true, fmt::format("ready: {} workers", slots)};
 }
 
 }  // namespace recycler

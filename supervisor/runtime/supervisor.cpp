@@ -160,8 +160,9 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                },
                .now = [this] { return timers_.now(); }},
               options_.paths.proc),
-      metrics_(&loop_, timers_, options_.paths.proc, monitor_context_.sample_duration,
-               [this] { return status(); }),
+      metrics_(
+          &loop_, timers_, options_.paths.proc, monitor_context_.sample_duration,
+          [this] { return status(); }, [this](metrics::http::Path path) { return probe(path); }),
       systemd_status_(
           timers_, [this] { return summary_line(status(false)); }, notify_systemd),
       commands_(&loop_, timers_, programs_, deferred_,
@@ -280,12 +281,14 @@ void Supervisor::apply_budget(const config::Config& next) {
 void Supervisor::start_watchdog() {
   watchdog_ = SystemdWatchdog::start(
       timers_,
-      [this](TimePoint now, std::vector<Progress>& progress) {
-        for (const auto& [name, program] : programs_)
-          if (program.monitor) program.monitor->sampling_progress(now, progress);
-        gpu_.progress(now, progress);
-      },
+      [this](TimePoint now, std::vector<Progress>& progress) { sampling_progress(now, progress); },
       notify_systemd);
+}
+
+void Supervisor::sampling_progress(TimePoint now, std::vector<Progress>& progress) const {
+  for (const auto& [name, program] : programs_)
+    if (program.monitor) program.monitor->sampling_progress(now, progress);
+  gpu_.progress(now, progress);
 }
 
 void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {

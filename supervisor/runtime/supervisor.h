@@ -82,6 +82,10 @@ class Supervisor {
   // `workers` false, only the totals (no worker is looked at but for its
   // state).
   SupervisorStatus status(bool workers = true) const;
+  // GET /healthz: no worker's sampling (nor the GPU query) has stalled;
+  // GET /readyz: recycler is not stopping and every slot is ready
+  // (ProgramMonitor::readiness). The answer's line says why not.
+  metrics::Server::ProbeAnswer probe(metrics::http::Path path) const;
 
  private:
   // Start-up runs from the loop, a slice at a time (start_up.h). SIGTERM or
@@ -96,6 +100,8 @@ class Supervisor {
 
   // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   void start_watchdog();
+  // Every worker's sampling and the GPU query, for the watchdogs.
+  void sampling_progress(TimePoint now, std::vector<Progress>& progress) const;
 
   void on_signal(int signum);
   // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.

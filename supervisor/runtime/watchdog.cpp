@@ -25,6 +25,19 @@ Result<std::optional<Duration>> watchdog_interval(const char* usec, const char* 
   return std::optional<Duration>{Duration{std::max<uint64_t>(*micros / 1000, 1)}};
 }
 
+namespace {
+std::string stalled(const Progress& p) {
+  return p.who + " has stalled: none for " + units::format_duration(p.since) + " (expected every " +
+         units::format_duration(p.interval) + ")";
+}
+}  // namespace
+
+std::optional<std::string> first_stalled(const std::vector<Progress>& progress) {
+  for (const Progress& p : progress)
+    if (p.since > 3 * p.interval) return stalled(p);
+  return std::nullopt;
+}
+
 WatchdogHealth::WatchdogHealth(Duration interval, TimePoint start)
     : interval_(interval),
       period_(std::max(interval / 2, Duration{1})),
@@ -41,9 +54,7 @@ WatchdogHealth::Verdict WatchdogHealth::tick(TimePoint now, const std::vector<Pr
     return {false, "the loop was blocked: this watchdog tick came " + units::format_duration(late) +
                        " late"};
   for (const Progress& p : progress)
-    if (p.since > stall_limit(p.interval))
-      return {false, p.who + " has stalled: none for " + units::format_duration(p.since) +
-                         " (expected every " + units::format_duration(p.interval) + ")"};
+    if (p.since > stall_limit(p.interval)) return {false, stalled(p)};
   return {true, ""};
 }
 

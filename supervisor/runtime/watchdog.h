@@ -48,6 +48,11 @@ struct Progress {
   Duration since;     // since it last did
 };
 
+// The first of `progress` that has gone more than three of its intervals
+// without progress, said as "api[0] sampling has stalled: none for 12s
+// (expected every 1s)"; nullopt when none has (GET /healthz).
+std::optional<std::string> first_stalled(const std::vector<Progress>& progress);
+
 class WatchdogHealth {
  public:
   // `interval`: WatchdogSec. Ticks come every period() from `start`.

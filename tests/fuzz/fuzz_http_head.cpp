@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.verdict == Verdict::Incomplete && n > kMaxHead) __builtin_trap();
     if (p.verdict != Verdict::Incomplete) {
       Parsed whole = parse_head(all);
-      if (whole.verdict != p.verdict || whole.status != p.status) __builtin_trap();
+      if (whole.verdict != p.verdict || whole.status != p.status || whole.path != p.path)
+        __builtin_trap();
       break;
     }
     if (n == size) break;

@@ -215,6 +215,72 @@ TEST(Metrics, OtherRequestsAreRefusedWithTheirStatus) {
   EXPECT_EQ(r.exit_code(), 0);
 }
 
+// The probes Kubernetes asks (docs/operations.md "Probes"): /healthz while
+// sampling is on time; /readyz once every slot runs and has sent READY=1 (the
+// program has been seen to send it), unready first for drain.unready_for
+// before a recycle, and unready while the replacement has not said READY=1.
+TEST(Metrics, ReadyzFollowsReadyAndDropsBeforeARecycleForDrain) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (::access("/bin/systemd-notify", X_OK) != 0) GTEST_SKIP() << "no /bin/systemd-notify";
+  Sandbox sb;
+  std::string go = sb.tmp() + "/go";
+  // The first run says READY=1 at once; a recycle's replacement (it has
+  // RECYCLER_RECYCLE_REASON) only once the test makes `go`.
+  std::string worker = R"(  web:
+    command: ["/bin/sh", "-c", "if [ -n \"$RECYCLER_RECYCLE_REASON\" ]; then while [ ! -e )" +
+                       go +
+                       R"( ]; do sleep 0.05; done; fi; systemd-notify --ready; exec sleep 1000"]
+    drain: {unready_for: 2s}
+    stop: {timeout: 2s}
+)";
+  std::string cfg = sb.write("r.yaml", config_yaml(sb, worker, "metrics: {listen: 127.0.0.1:0}\n"));
+  Recycler r({"run", "-c", cfg}, sb);
+  uint16_t port = metrics_port(r);
+  ASSERT_NE(port, 0);
+  auto probe = [&](const char* path) {
+    auto reply = http_exchange(port, std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    return reply ? reply->head.substr(0, reply->head.find("\r\n")) + " " + reply->body
+                 : std::string("<no reply>");
+  };
+  auto probe_until = [&](const char* path, const std::string& want) {
+    auto deadline = Clock::now() + scaled(10s);
+    std::string last;
+    while (Clock::now() < deadline) {
+      r.collect();
+      last = probe(path);
+      if (last.find(want) != std::string::npos) return last;
+      struct pollfd none {};
+      ::poll(&none, 0, 20);  // between probes; the deadline bounds the wait
+    }
+    ADD_FAILURE() << path << " never answered " << want << "; last: " << last << "\n" << r.output();
+    return last;
+  };
+  probe_until("/readyz", "HTTP/1.1 200 OK ready: 1 workers\n");
+  EXPECT_EQ(probe("/healthz"), "HTTP/1.1 200 OK ok\n");
+  EXPECT_THAT(http_exchange(port, "HEAD /readyz HTTP/1.1\r\n\r\n")->body, ::testing::IsEmpty());
+
+  Cli recycle = cli({"recycle", "-c", cfg, "web"});
+  ASSERT_EQ(recycle.code, 0) << recycle.err;
+  // Unready, while the old run still serves: nothing has been stopped yet.
+  std::string draining =
+      probe_until("/readyz",
+                  "HTTP/1.1 503 Service Unavailable not ready: 0 of 1 workers ready; web[0]: "
+                  "draining before its recycle\n");
+  EXPECT_EQ(r.count("started: pid"), 1u) << r.output();
+  EXPECT_TRUE(r.wait_for("web[0]: unready for 2s before its recycle (drain.unready_for)"))
+      << r.output();
+  // Then the recycle; the replacement runs but has not said READY=1.
+  ASSERT_TRUE(r.wait_for_count("started: pid", 2, scaled(10s))) << r.output();
+  probe_until("/readyz", "web[0]: no READY=1 from this run yet\n");
+  EXPECT_EQ(probe("/healthz"), "HTTP/1.1 200 OK ok\n");
+  std::ofstream(go).close();
+  probe_until("/readyz", "HTTP/1.1 200 OK ready: 1 workers\n");
+  Cli status = cli({"status", "--json", "-c", cfg});
+  EXPECT_THAT(status.out, HasSubstr(R"("ready":true)")) << status.out;
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
 TEST(Metrics, ARemovedProgramsSeriesDisappearAfterAReload) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;

@@ -37,6 +37,27 @@ TEST(ExitConfig, AllExitedByDefaultAnyFailedOrNeverWhenAsked) {
               ElementsAre(HasSubstr("test.yaml:1:21: error: unknown key \"code\" in exit")));
 }
 
+// `drain: {unready_for: DUR}`: a whole-worker recycle waits, unready on
+// /readyz, which only a metrics: section serves.
+TEST(DrainConfig, UnreadyForIsReadAndBoundedAndNeedsTheMetricsListener) {
+  constexpr const char* kServed =
+      "metrics: {listen: 0.0.0.0:9464}\n"
+      "programs: {web: {command: [/bin/true], drain: {unready_for: 5s}}}\n";
+  auto loaded = parse(kServed);
+  ASSERT_TRUE(loaded.config);
+  EXPECT_EQ(loaded.config->programs[0].drain_unready_for, std::chrono::milliseconds(5s));
+  EXPECT_THAT(test::warnings(kServed), ::testing::IsEmpty());
+  EXPECT_FALSE(parse(kPrograms).config->programs[0].drain_unready_for);
+  EXPECT_THAT(test::warnings("programs: {web: {command: [/bin/true], drain: {unready_for: 5s}}}\n"),
+              ElementsAre(HasSubstr("test.yaml:1:61: warning: programs.web.drain.unready_for "
+                                    "delays each recycle, but without a metrics: section")));
+  EXPECT_THAT(errors("programs: {web: {command: [/bin/true], drain: {unready_for: 1h}}}\n"),
+              ElementsAre(HasSubstr("test.yaml:1:61: error: programs.web.drain.unready_for: 1h "
+                                    "is too long")));
+  EXPECT_THAT(errors("programs: {web: {command: [/bin/true], drain: {unready: 5s}}}\n"),
+              ElementsAre(HasSubstr("unknown key \"unready\" in programs.web.drain")));
+}
+
 TEST(PreemptConfig, OffUnlessTheSectionIsThere) {
   auto loaded = parse(kPrograms);
   ASSERT_TRUE(loaded.config);

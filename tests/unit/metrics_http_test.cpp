@@ -27,9 +27,25 @@ int status(std::string_view request) {
 }
 
 TEST(MetricsHttp, ServesGetAndHeadOfMetrics) {
-  EXPECT_EQ(verdict(kScrape), Verdict::Metrics);
-  EXPECT_EQ(verdict("HEAD /metrics HTTP/1.0\r\n\r\n"), Verdict::MetricsHead);
-  EXPECT_EQ(verdict("GET /metrics?x=1 HTTP/1.1\r\n\r\n"), Verdict::Metrics) << "query ignored";
+  EXPECT_EQ(verdict(kScrape), Verdict::Get);
+  EXPECT_EQ(parse_head(kScrape).path, Path::Metrics);
+  EXPECT_EQ(verdict("HEAD /metrics HTTP/1.0\r\n\r\n"), Verdict::Head);
+  EXPECT_EQ(verdict("GET /metrics?x=1 HTTP/1.1\r\n\r\n"), Verdict::Get) << "query ignored";
+}
+
+TEST(MetricsHttp, ServesTheProbesPaths) {
+  // What kubelet's httpGet probes ask (with its own User-Agent and headers).
+  Parsed live = parse_head(
+      "GET /healthz HTTP/1.1\r\nHost: 10.0.0.7:9464\r\nUser-Agent: kube-probe/1.35\r\n"
+      "Accept: */*\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(live.verdict, Verdict::Get);
+  EXPECT_EQ(live.path, Path::Healthz);
+  Parsed ready = parse_head("HEAD /readyz?verbose HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(ready.verdict, Verdict::Head);
+  EXPECT_EQ(ready.path, Path::Readyz);
+  EXPECT_EQ(status("GET /healthz/ HTTP/1.1\r\n\r\n"), 404);
+  EXPECT_EQ(status("GET /ready HTTP/1.1\r\n\r\n"), 404);
+  EXPECT_EQ(status("POST /readyz HTTP/1.1\r\n\r\n"), 405);
 }
 
 TEST(MetricsHttp, EveryPrefixOfAGoodRequestIsIncomplete) {
@@ -75,7 +91,7 @@ TEST(MetricsHttp, AHeadLargerThanTheLimitIs431) {
   std::string head = "GET /metrics HTTP/1.1\r\nX: ";
   head += std::string(100 - head.size() - 4, 'y') + "\r\n\r\n";
   ASSERT_EQ(head.size(), 100u);
-  EXPECT_EQ(parse_head(head, 100).verdict, Verdict::Metrics);
+  EXPECT_EQ(parse_head(head, 100).verdict, Verdict::Get);
   EXPECT_EQ(parse_head(head, 99).verdict, Verdict::Refused);
 }
 
