@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <sstream>
 
 #include "supervisor/cgroup/cgroup.h"
@@ -58,8 +59,13 @@ void check_writable(Layout& layout) {
   for (const Hierarchy& h : layout.hierarchies) {
     std::string start = nearest_existing(layout.dir(h));
     if (::access(start.c_str(), W_OK) != 0) {
-      layout.not_enforced = "no permission to create cgroups under " + start +
-                            " (run recycler as root, or give it a delegated cgroup)";
+      layout.not_enforced =
+          errno == EROFS
+              ? "the cgroup filesystem is mounted read-only at " + start +
+                    " (an unprivileged container: run it privileged, or with a writable cgroup "
+                    "namespace, for worker cgroups)"
+              : "no permission to create cgroups under " + start +
+                    " (run recycler as root, or give it a delegated cgroup)";
       return;
     }
   }

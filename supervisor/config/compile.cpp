@@ -94,13 +94,16 @@ void warn_late_first_decision(const ProgramSpec& spec, const ProgramConfig& prog
 
 }  // namespace
 
-void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors) {
+void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors,
+             std::optional<uint64_t> container_limit) {
   for (const PolicySpec& p : spec.policies) {
     auto policy = build_policy(p, errors);
     if (!policy) continue;
-    if (policy->needs_memory_max() && !program.limits.memory_max)
-      errors.error(p.name_mark,
-                   p.path + ": a percentage limit needs limits.memory_max, which is not set");
+    if (policy->needs_memory_max() && !program.limits.memory_max && !container_limit)
+      errors.error(p.name_mark, p.path +
+                                    ": a percentage limit needs limits.memory_max, which is not "
+                                    "set (nor has the container recycler runs in a memory limit "
+                                    "for it to be of)");
     program.policies.push_back(PolicyConfig{p.name, p.source, std::move(policy)});
   }
   warn_late_first_decision(spec, program, errors);

@@ -43,7 +43,10 @@ struct ProgramSpec {
 // request pattern into program.requests (matcher included), reporting every
 // problem to `errors`. Reads program.limits (a percentage limit needs
 // memory_max).
-void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors);
+// `container_limit`: the memory limit of the cgroup recycler runs in (its
+// container), which a percentage limit is of where memory_max is not set.
+void compile(const ProgramSpec& spec, ProgramConfig& program, fields::ErrorSink& errors,
+             std::optional<uint64_t> container_limit = std::nullopt);
 
 // The top-level budget, once the programs are compiled: the leak policy
 // behind its horizon (projecting the scope's figure to its limit), and what

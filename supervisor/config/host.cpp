@@ -154,22 +154,32 @@ class RealHost final : public HostLookup {
       }
       meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
     }
+    if (auto limit = container_memory_limit(); limit && (!total || *limit < *total)) total = limit;
+    return total;
+  }
+
+  std::optional<uint64_t> container_memory_limit() const override {
     // The cgroup recycler runs in (a systemd unit's MemoryMax=, a container's
-    // limit): v2 "0::/path", v1 the memory controller's line.
+    // limit): v2 "0::/path", v1 the memory controller's line; where that path
+    // is not under the mount (a container without a cgroup namespace sees
+    // the host's path), the mount itself is its cgroup.
+    std::optional<uint64_t> total;
     std::ifstream self("/proc/self/cgroup");
     for (std::string line; std::getline(self, line);) {
       size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
       if (b == std::string::npos) continue;
       std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-      std::string file;
+      std::string mount, name;
       if (line.rfind("0::", 0) == 0)
-        file = "/sys/fs/cgroup" + path + "/memory.max";
+        mount = "/sys/fs/cgroup", name = "/memory.max";
       else if (("," + controllers + ",").find(",memory,") != std::string::npos)
-        file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
-      if (file.empty()) continue;
-      std::ifstream limit(file);
+        mount = "/sys/fs/cgroup/memory", name = "/memory.limit_in_bytes";
+      if (mount.empty()) continue;
+      std::ifstream limit(mount + path + name);
+      if (!limit) limit = std::ifstream(mount + name);
       uint64_t bytes = 0;
-      if (limit >> bytes && (!total || bytes < *total)) total = bytes;  // "max" fails to parse
+      // "max" fails to parse; v1 says "none" with a page-rounded LONG_MAX
+      if (limit >> bytes && bytes < (1ull << 62) && (!total || bytes < *total)) total = bytes;
     }
     return total;
   }

@@ -50,6 +50,11 @@ class HostLookup {
   // recycler's own cgroup's limit when that is lower; nullopt when unknown
   // (a fake host, unless a test sets it).
   virtual std::optional<uint64_t> memory_available() const { return std::nullopt; }
+  // The memory limit of the cgroup recycler runs in (a container's, a
+  // systemd unit's MemoryMax=): what a percentage limit is of where a
+  // program sets no limits.memory_max; nullopt when it has none (a fake
+  // host, unless a test sets it).
+  virtual std::optional<uint64_t> container_memory_limit() const { return std::nullopt; }
   // The CUDA_VISIBLE_DEVICES recycler was started with (a Slurm job's GPUs),
   // which `devices: {gpus: auto}` shares out instead of counting GPUs through
   // NVML; nullopt when unset (a fake host, unless a test sets it).

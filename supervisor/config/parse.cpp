@@ -183,7 +183,7 @@ LoadResult parse_document(std::string_view yaml, const std::string& file, const 
   check_host(*parsed, host, r);
   // Policies and request patterns, built once.
   for (size_t i = 0; i < parsed->specs.size(); ++i)
-    compile(parsed->specs[i], parsed->config.programs[i], r);
+    compile(parsed->specs[i], parsed->config.programs[i], r, host.container_memory_limit());
   check_nvml(parsed->config, parsed->specs, host, r);
   compile_budget(parsed->config, r);
   return std::move(r).finish(std::move(parsed->config));

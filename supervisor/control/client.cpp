@@ -323,6 +323,29 @@ std::string budget_line(const Json& j) {
   return out + "\n";
 }
 
+// Below the table, the container recycler runs in, when it has a memory
+// limit: "container: 312 MiB of 512 MiB, 0 OOM kills, pressure 0.0%".
+std::string container_line(const Json& j) {
+  const Json* c = nullptr;
+  if (j.is_object() && j.contains("supervisor") && j["supervisor"].is_object() &&
+      j["supervisor"].contains("container"))
+    c = &j["supervisor"]["container"];
+  if (!c || !c->is_object()) return "";
+  auto num = [&](const char* key) -> std::optional<double> {
+    auto it = c->find(key);
+    if (it == c->end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  auto size = [](std::optional<double> v) {
+    return v ? units::format_size(static_cast<uint64_t>(std::max(0.0, *v))) : std::string("-");
+  };
+  std::string out = "container: " + size(num("current_bytes")) + " of " + size(num("limit_bytes"));
+  if (auto kills = num("oom_kills"))
+    out += fmt::format(", {} OOM kill{}", *kills, *kills == 1 ? "" : "s");
+  if (auto p = num("pressure")) out += fmt::format(", pressure {:.1f}%", *p);
+  return out + "\n";
+}
+
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -345,7 +368,8 @@ int status_command(const ClientOptions& o, const std::vector<std::string>& progr
   if (o.json)
     std::cout << dump(j->value("workers", Json::array())) << "\n";
   else
-    std::cout << status_table(workers, !programs.empty()) << gang_lines(*j) << budget_line(*j);
+    std::cout << status_table(workers, !programs.empty()) << gang_lines(*j) << budget_line(*j)
+              << container_line(*j);
   return status_exit_code(workers);
 }
 
@@ -610,7 +634,7 @@ int top_command(const ClientOptions& o, double interval_s, unsigned count) {
     } else {
       // Home and clear to the end: the view is redrawn in place.
       std::string view = "recycler: " + escape_text(summary) + "\n" + budget_line(*j) +
-                         status_table(workers, true);
+                         container_line(*j) + status_table(workers, true);
       Request recent;
       recent.command = Command::Events;
       recent.lines = kTopEvents;

@@ -335,6 +335,12 @@ Json to_json(const SupervisorStatus& s) {
                             {"last_choice", text(b->last_choice)},
                             {"last_ago_s", optional_json(b->last_ago_s)}};
   }
+  if (const auto& c = s.container)
+    supervisor["container"] = {{"cgroup", c->dir},
+                               {"limit_bytes", optional_json(c->limit)},
+                               {"current_bytes", optional_json(c->current)},
+                               {"oom_kills", optional_json(c->oom_kills)},
+                               {"pressure", optional_json(c->pressure)}};
   return {{"supervisor", std::move(supervisor)}, {"workers", std::move(workers)}};
 }
 

@@ -133,6 +133,14 @@ struct BudgetStatus {
   std::optional<double> last_ago_s;
 };
 
+// The memory cgroup recycler runs in (its container; runtime/container_watch.h),
+// as of its last reading.
+struct ContainerStatus {
+  std::string dir;
+  std::optional<uint64_t> limit, current, oom_kills;
+  std::optional<double> pressure;  // v2 memory.pressure some avg10, percent
+};
+
 struct SupervisorStatus {
   pid_t pid = 0;
   double uptime_s = 0;
@@ -147,6 +155,7 @@ struct SupervisorStatus {
   // Exits by program and reason (those that happened).
   std::map<std::pair<std::string, ExitReason>, uint64_t> exits_by;
   std::optional<BudgetStatus> budget;
+  std::optional<ContainerStatus> container;
 };
 
 // Counts exits and recycles from the log events that report them.

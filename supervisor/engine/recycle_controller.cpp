@@ -77,6 +77,18 @@ bool RecycleController::running(unsigned slot) const {
   return s.run && !s.run->recycling;
 }
 
+void RecycleController::set_default_memory_max(std::optional<uint64_t> bytes) {
+  if (bytes == default_memory_max_) return;
+  default_memory_max_ = bytes;
+  if (program_->limits.memory_max) return;
+  for (Slot& s : slots_) {
+    if (!s.run) continue;
+    s.run->context.memory_max = bytes;
+    for (size_t i = 0; i < policies_.size(); ++i)
+      if (policies_[i]->needs_memory_max()) s.run->states[i] = policies_[i]->start(s.run->context);
+  }
+}
+
 void RecycleController::run_started(unsigned slot, unsigned generation, TimePoint started,
                                     pid_t pid, uint64_t seed) {
   Slot& s = slots_[slot];
@@ -86,7 +98,7 @@ void RecycleController::run_started(unsigned slot, unsigned generation, TimePoin
     run.generation = generation;
     run.pid = pid;
     run.context.started = started;
-    run.context.memory_max = program_->limits.memory_max;
+    run.context.memory_max = memory_max();
     run.context.seed = seed;
     run.context.requests_held_below =
         program_->requests_held_below().value_or(std::numeric_limits<uint64_t>::max());
@@ -169,7 +181,7 @@ void RecycleController::sampled(unsigned slot, policies::Sample sample) {
   run.last = std::move(sample);
   check_unseen_requests(slot);
   const policies::Sample& s = run.last;
-  const auto& max = program_->limits.memory_max;
+  const auto max = memory_max();
   if (run.checkpoint && run.checkpoint->overdue && max && s.current &&
       static_cast<double>(*s.current) >= kOverdueMemoryFraction * static_cast<double>(*max)) {
     log(LogLevel::Warn,
@@ -432,7 +444,7 @@ void RecycleController::checkpoint_timer_fired(unsigned slot) {
   const config::CheckpointConfig& c = program_->checkpoint;
   if (c.on_timeout == config::CheckpointTimeout::Wait) {
     cp.overdue = true;
-    const auto& max = program_->limits.memory_max;
+    const auto max = memory_max();
     log(LogLevel::Warn,
         fmt::format("{} has not confirmed its checkpoint after {}; waiting on (on_timeout: wait){}",
                     name(slot), format_duration(c.timeout),

@@ -224,6 +224,16 @@ class RecycleController {
   // as policy "budget". False when there is nothing to recycle (the slot is
   // not running, or already recycling; the process is not the worker's).
   bool budget_recycle(unsigned slot, pid_t pid, std::string reason);
+  // What a percentage limit is of where the program sets no
+  // limits.memory_max: the memory limit of the cgroup recycler runs in (its
+  // container), as last read. Live runs take a new one at once: the
+  // policies whose limit is such a percentage start afresh on it (a `for:`
+  // hold begins again).
+  void set_default_memory_max(std::optional<uint64_t> bytes);
+  // The program's limits.memory_max, else that default.
+  std::optional<uint64_t> memory_max() const {
+    return program_->limits.memory_max ? program_->limits.memory_max : default_memory_max_;
+  }
   static constexpr const char* kBudgetPolicy = "budget";
   // The run's start, for the budget's candidates; nullopt without a run.
   std::optional<TimePoint> run_started_at(unsigned slot) const;
@@ -385,6 +395,7 @@ class RecycleController {
   std::shared_ptr<const config::ProgramConfig> program_;
   Clock now_;
   std::vector<const policies::Policy*> policies_;
+  std::optional<uint64_t> default_memory_max_;
   unsigned needs_ = 0;
   // The program's request-counting policy (an index of policies_), if any;
   // whether the program ever counted a request; whether a run warned it had not.

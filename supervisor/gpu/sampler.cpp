@@ -23,7 +23,10 @@ Sampler::Sampler(uv_loop_t* loop, Timers& timers, std::string library, const std
       timers_(timers),
       library_(std::move(library)),
       proc_(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {
-  if (proc_) nested_ = nested_pid_namespace(proc_.get(), self);
+  if (proc_) {
+    nested_ = nested_pid_namespace(proc_.get(), self);
+    host_hidden_ = !nested_ && !host_pid_namespace(proc_.get());
+  }
 }
 
 Sampler::~Sampler() {
@@ -95,6 +98,14 @@ void Sampler::done(Query& q) {
   failing_.reset();
   for (const std::string& note : snap.notes)
     if (noted_.size() < 64 && noted_.insert(note).second) log::warn("GPU: {}", note);
+  if (host_hidden_ && !snap.uses.empty() && !said_hidden_) {
+    said_hidden_ = true;
+    log::warn(
+        "GPU: NVML numbers processes in the host's pid namespace, which recycler cannot see "
+        "from here (a container's own): every worker's gpu figure is unknown while any process "
+        "holds GPU memory (policies on gpu have no opinion; host memory is still supervised). "
+        "Share the host's pid namespace (hostPID, --pid=host) for per-worker GPU figures");
+  }
   latest_ = std::move(snap);
   ++answered_;
 }
@@ -106,7 +117,7 @@ std::optional<TimePoint> Sampler::in_flight_since() const {
 
 Usage Sampler::usage(std::span<const pid_t> pids) const {
   if (!latest_) return {};
-  if (!nested_ || !proc_) return attribute(*latest_, pids);
+  if (!nested_ || !proc_) return attribute(*latest_, pids, host_hidden_);
   std::vector<pid_t> host;
   host.reserve(pids.size());
   for (pid_t p : pids) host.push_back(host_pid(proc_.get(), p));

@@ -65,6 +65,9 @@ class Sampler {
   std::string library_;
   UniqueFd proc_;
   bool nested_ = false;  // pids need host_pid
+  // The host's pids are not visible from here (a pod): NVML's cannot be mapped.
+  bool host_hidden_ = false;
+  bool said_hidden_ = false;
   std::optional<Duration> interval_;
   std::unique_ptr<Timer> timer_;
   std::unique_ptr<Nvml> nvml_;  // touched only by the thread running a query

@@ -42,8 +42,9 @@ std::vector<pid_t> nspid(int proc_dirfd, pid_t pid) {
 
 }  // namespace
 
-Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids) {
+Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids, bool host_hidden) {
   if (!snapshot.complete) return {};
+  if (host_hidden && !snapshot.uses.empty()) return {};
   std::vector<uint64_t> per_device(snapshot.devices.size(), 0);
   std::vector<bool> holds(snapshot.devices.size(), false);
   for (const ProcessUse& use : snapshot.uses) {
@@ -75,6 +76,14 @@ pid_t host_pid(int proc_dirfd, pid_t pid) {
 
 bool nested_pid_namespace(int proc_dirfd, pid_t self) {
   return nspid(proc_dirfd, self).size() > 1;
+}
+
+bool host_pid_namespace(int proc_dirfd) {
+  UniqueFd fd(::openat(proc_dirfd, "2/comm", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return false;
+  char buf[32];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  return n > 0 && std::string_view(buf, static_cast<size_t>(n)).starts_with("kthreadd");
 }
 
 }  // namespace recycler::gpu

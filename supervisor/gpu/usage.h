@@ -25,8 +25,11 @@ struct Usage {
 // The usage of the processes `pids` (as NVML numbers them: host pids, see
 // host_pid). A process NVML does not list holds nothing: 0 bytes. Empty
 // figures when they cannot be known: the snapshot is incomplete, or NVML
-// lists one of these processes without its figure.
-Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids);
+// lists one of these processes without its figure, or `host_hidden` (the
+// host's pids cannot be seen from here: a pod) and NVML lists any process
+// at all, which may be one of these under a number recycler cannot map: an
+// unknown figure, never a 0 a policy would read as healthy.
+Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids, bool host_hidden = false);
 
 // The pid NVML reports for `pid`: NVML numbers processes in the host's pid
 // namespace. When recycler runs in a container whose /proc shows the outer
@@ -40,5 +43,10 @@ pid_t host_pid(int proc_dirfd, pid_t pid);
 // that it shows (NSpid of `self` with more than one entry): only then is
 // host_pid worth a read per process.
 bool nested_pid_namespace(int proc_dirfd, pid_t self);
+
+// Whether this proc root shows the host's pid namespace: the kernel's own
+// threads (kthreadd, pid 2) are visible only there. False in a container's
+// pid namespace (a pod), where NVML's host pids name nothing recycler sees.
+bool host_pid_namespace(int proc_dirfd);
 
 }  // namespace recycler::gpu

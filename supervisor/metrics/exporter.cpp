@@ -197,6 +197,27 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
              Type::Counter);
     w.sample("recycler_budget_recycles_total", {{"scope", b->scope}}, b->recycles);
   }
+  if (const auto& c = s.container) {
+    w.family("recycler_container_memory_bytes",
+             "Memory of the container recycler runs in (its memory cgroup's usage).", Type::Gauge);
+    if (c->current)
+      w.sample("recycler_container_memory_bytes", std::span<const Label>{}, *c->current);
+    w.family("recycler_container_memory_limit_bytes",
+             "The container's memory limit, as last read (a pod resized in place changes it).",
+             Type::Gauge);
+    if (c->limit)
+      w.sample("recycler_container_memory_limit_bytes", std::span<const Label>{}, *c->limit);
+    w.family("recycler_container_oom_kills_total",
+             "Processes the kernel's OOM killer ended in the container, recycler's workers or not.",
+             Type::Counter);
+    if (c->oom_kills)
+      w.sample("recycler_container_oom_kills_total", std::span<const Label>{}, *c->oom_kills);
+    w.family("recycler_container_memory_pressure_percent",
+             "The container's memory pressure, PSI some avg10 (cgroup v2).", Type::Gauge);
+    if (c->pressure)
+      w.sample("recycler_container_memory_pressure_percent", std::span<const Label>{},
+               *c->pressure);
+  }
   w.family("recycler_exits_total",
            "Worker runs that ended, by program and reason: clean (asked for, or status 0), "
            "crash (a non-zero status), oom_kill (the kernel's OOM killer), signal (killed by a "

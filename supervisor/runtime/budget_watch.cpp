@@ -11,6 +11,7 @@
 #include "supervisor/config/summary.h"
 #include "supervisor/log/log.h"
 #include "supervisor/probe/parse.h"
+#include "supervisor/runtime/container_watch.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/util/fd.h"
 
@@ -35,15 +36,9 @@ BudgetWatch::Sources budget_sources(const cgroup::Manager& cgroups, const cgroup
   s.proc = paths.proc;
   const cgroup::Layout& layout = cgroups.layout();
   s.v2 = layout.mode == cgroup::Mode::V2;
-  for (const cgroup::Hierarchy& h : layout.hierarchies) {
-    if (!(s.v2 || h.controller == "memory")) continue;
-    if (cgroups.enforcing()) s.workers = layout.dir(h);
-    std::string own = s.v2 ? layout.own : std::string();
-    if (!s.v2)
-      if (auto text = read_small(paths.self_cgroup))
-        if (auto path = cgroup::parse_cgroup_of(*text, "memory")) own = *path;
-    if (!own.empty()) s.container = h.mount + (own == "/" ? std::string() : own);
-  }
+  for (const cgroup::Hierarchy& h : layout.hierarchies)
+    if ((s.v2 || h.controller == "memory") && cgroups.enforcing()) s.workers = layout.dir(h);
+  s.container = container_memory_dir(layout, paths);
   return s;
 }
 

@@ -54,6 +54,7 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
       controller_(program_, static_cast<unsigned>(workers.size()),
                   [&timers = ctx.timers] { return timers.now(); }) {
   if (program_->requests) matcher_ = program_->requests->matcher;  // compiled with the config
+  controller_.set_default_memory_max(ctx.container_memory_max);
   for (const auto& w : workers) {
     slots_.push_back(std::make_unique<Slot>(*w));
     w->observe(this);
@@ -175,7 +176,7 @@ void ProgramMonitor::begin_run(Slot& slot) {
     slot.watched = &w.cgroup();
     policies::WorkerContext context;
     context.started = w.started_at();
-    context.memory_max = program_->limits.memory_max;
+    context.memory_max = controller_.memory_max();
     std::optional<uint64_t> threshold;
     for (const policies::Policy* p : controller_.policies())
       if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold)) threshold = t;

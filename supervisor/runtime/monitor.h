@@ -58,6 +58,9 @@ struct MonitorContext {
   // What a diagnose: command is started with (diagnosis.h); null: none is.
   Launcher* launcher = nullptr;
   const std::vector<std::string>* base_env = nullptr;
+  // The container's memory limit (ContainerWatch): what percentage limits
+  // are of where a program sets no limits.memory_max.
+  std::optional<uint64_t> container_memory_max = std::nullopt;
   // How long reading the probes takes, per sample (seconds; every program):
   // recycler_sample_duration_seconds on the metrics endpoint.
   metrics::Histogram sample_duration{metrics::kSampleDurationBuckets};
@@ -113,6 +116,11 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   bool budget_recycle(unsigned slot, pid_t pid, std::string reason);
   // What status reads: the last samples, requests and outlooks.
   const engine::RecycleController& controller() const { return controller_; }
+  // The container's memory limit, for percentages where the program sets no
+  // memory_max (RecycleController::set_default_memory_max).
+  void set_default_memory_max(std::optional<uint64_t> bytes) {
+    controller_.set_default_memory_max(bytes);
+  }
   // Whether `slot` can take work now (GET /readyz, status's `ready`): it is
   // running, not draining before a recycle (drain.unready_for) nor being
   // stopped, and, once the program has been seen to send READY=1 (or it

@@ -239,6 +239,7 @@ ReloadOutcome Supervisor::reload() {
   metrics_.apply(*next);
   reload_programs(*next, out);
   apply_budget(*next);
+  check_container_fit();
   commands_.reloaded(out.unchanged);
   config_ = std::move(*next);
   out.ok = true;

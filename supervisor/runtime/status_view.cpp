@@ -23,7 +23,8 @@ struct WatchedMemory {
 
 // The memory metric the first policy with one watches (else "current"), its
 // limit and scope.
-WatchedMemory fill_watched_memory(WorkerStatus& s, const config::ProgramConfig& cfg) {
+WatchedMemory fill_watched_memory(WorkerStatus& s, const config::ProgramConfig& cfg,
+                                  std::optional<uint64_t> memory_max) {
   WatchedMemory watched;
   s.memory_metric = "current";
   for (const config::PolicyConfig& p : cfg.policies) {
@@ -31,7 +32,7 @@ WatchedMemory fill_watched_memory(WorkerStatus& s, const config::ProgramConfig& 
       watched.per_process = true;
     if (s.memory_metric != "current" || !p.policy->metric()) continue;
     s.memory_metric = std::string(*p.policy->metric());
-    s.limit = p.policy->limit(cfg.limits.memory_max);
+    s.limit = p.policy->limit(memory_max);
     if (p.policy->per_process()) {
       s.memory_scope = "process";
       watched.process_metric = policies::parse_metric(s.memory_metric);
@@ -119,7 +120,8 @@ WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
                        (std::chrono::system_clock::now() - up).time_since_epoch())
                        .count();
   }
-  WatchedMemory watched = fill_watched_memory(s, cfg);
+  WatchedMemory watched = fill_watched_memory(
+      s, cfg, monitor ? monitor->controller().memory_max() : cfg.limits.memory_max);
   const engine::RecycleController* controller = monitor ? &monitor->controller() : nullptr;
   const policies::Sample* last = controller ? controller->last_sample(w.slot()) : nullptr;
   if (last && s.pid) fill_sampled(s, cfg, *controller, w.slot(), *last, watched);
@@ -164,6 +166,9 @@ SupervisorStatus Supervisor::status(bool workers) const {
   }
   counters_.fill(out);
   if (budget_) out.budget = budget_->status(timers_.now());
+  // Only a limited cgroup is a container's (or a unit's) to show; the host's
+  // own root has none.
+  if (container_ && container_->limit()) out.container = container_->status();
   return out;
 }
 

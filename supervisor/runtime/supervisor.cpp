@@ -92,8 +92,10 @@ void log_cgroup_mode(const cgroup::Manager& cgroups) {
               ::getpid(), cgroup::to_string(layout.mode), layout.display_root());
   else
     log::warn(
-        "recycler {} (pid {}): limits are NOT enforced: {}; workers are tracked by their "
-        "session from /proc instead",
+        "recycler {} (pid {}): no worker cgroups: {}. So limits are NOT enforced (limits: "
+        "memory_max, ...); policies still recycle on what /proc shows (rss, pss, uss, threads, "
+        "requests; the cgroup figures current and anon are unknown); workers are tracked by "
+        "their session, and a stop kills their processes, not a cgroup",
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 }
 
@@ -246,6 +248,10 @@ int Supervisor::run() {
   escapes_ =
       std::make_unique<EscapeWatch>(timers_, deferred_, options_.paths.proc, ::getpid(), *cgroups_);
   log_cgroup_mode(*cgroups_);
+  if (std::string dir = container_memory_dir(cgroups_->layout(), options_.paths); !dir.empty())
+    container_ = std::make_unique<ContainerWatch>(
+        timers_, dir, cgroups_->layout().mode == cgroup::Mode::V2,
+        [this, dir](std::optional<uint64_t> limit) { on_container_limit(dir, limit); });
 
   router_.open_runtime_dir();
   gpu_.apply(config_);
@@ -268,6 +274,39 @@ int Supervisor::run() {
       log::error("preempt: cannot requeue the job: {}", why);
   }
   return exit_code_;
+}
+
+// The container's limit, first read or changed (a pod resized in place):
+// the default of percentage limits, and whether the workers' own fit in it.
+void Supervisor::on_container_limit(const std::string& dir, std::optional<uint64_t> limit) {
+  std::optional<uint64_t> before = std::exchange(monitor_context_.container_memory_max, limit);
+  if (before)
+    log::warn("container: memory limit {} -> {} ({}): percentage limits follow it",
+              units::format_size(*before), limit ? units::format_size(*limit) : std::string("none"),
+              dir);
+  else if (limit)
+    log::info(
+        "container: memory limit {} ({}): percentage limits are of it where a program sets no "
+        "limits.memory_max",
+        units::format_size(*limit), dir);
+  for (auto& [name, program] : programs_)
+    if (program.monitor) program.monitor->set_default_memory_max(limit);
+  check_container_fit();
+}
+
+void Supervisor::check_container_fit() const {
+  std::optional<uint64_t> limit = monitor_context_.container_memory_max;
+  if (!limit) return;
+  uint64_t sum = 0;
+  for (const auto& [name, program] : programs_)
+    if (const auto& max = program.config->limits.memory_max)
+      sum += *max * program.config->instances;
+  if (sum > *limit)
+    log::warn(
+        "container: the workers' limits.memory_max add up to {}, more than the container's {}: "
+        "the container's limit (its OOM killer) comes first; lower them, or rely on policies "
+        "with percentages",
+        units::format_size(sum), units::format_size(*limit));
 }
 
 void Supervisor::apply_budget(const config::Config& next) {
@@ -308,6 +347,7 @@ void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
   for (const std::string& name : inherited_.close_unused())
     log::warn("socket activation: no program's listen: names socket {}; closed it", name);
   systemd_status_.ready();
+  check_container_fit();
   schedule_finished_check();
   if (reload_now) reload();
 }

@@ -42,6 +42,7 @@
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/budget_watch.h"
+#include "supervisor/runtime/container_watch.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
 #include "supervisor/runtime/gpu_pool.h"
@@ -146,6 +147,11 @@ class Supervisor {
   // config budget: (budget_watch.h), once the programs exist; rebuilt when a
   // reload changes the section.
   std::unique_ptr<BudgetWatch> budget_;
+  // The container recycler runs in (its memory cgroup), when it has one.
+  std::unique_ptr<ContainerWatch> container_;
+  void on_container_limit(const std::string& dir, std::optional<uint64_t> limit);
+  // A warning when the programs' limits.memory_max cannot all fit in it.
+  void check_container_fit() const;
   void apply_budget(const config::Config& next);
   std::vector<uv::Handle<uv_signal_t>> signals_;
   // Work that destroys workers, so must not run inside one of their callbacks.

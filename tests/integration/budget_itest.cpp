@@ -3,8 +3,10 @@
 // limits whose sum nears the budget, a spike that stays under it, and a
 // real memory squeeze (a sibling cgroup held at memory.high, v2) read
 // through PSI.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -159,6 +161,68 @@ TEST(Budget, ScopeContainerIsTheCgroupRecyclerRunsInAndAPercentageIsOfItsLimit) 
   EXPECT_TRUE(r.wait_for(std::regex(R"(big\[0\] recycle: budget: container current ([0-9.]+) MiB )"
                                     R"(> 64 MiB for 1s; recycling big\[0\]: )"),
                          &m, 30s));
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// The container recycler runs in (here a memory cgroup with a limit that it
+// starts in: the sandbox's delegated cgroup on v2, one of the test's own on
+// v1): a percentage limit of a program without limits.memory_max is of the
+// container's limit, and follows it when the container is resized in place;
+// status shows the container's figures.
+TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler::Options options = in_sandbox(sb);
+  std::string container;
+  if (sb.v2()) {
+    container = fs::path(sb.root_dir()).parent_path().string();
+  } else {
+    container = fs::path(sb.root_dir()).parent_path().string() + "/recycler-ctr-" +
+                std::to_string(::getpid());
+    ASSERT_EQ(::mkdir(container.c_str(), 0755), 0) << container;
+    options.join_fds.emplace_back(
+        ::open((container + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  }
+  struct Cleanup {
+    std::string dir;
+    bool v1;
+    ~Cleanup() {
+      if (v1) ::rmdir(dir.c_str());
+    }
+  } cleanup{container, !sb.v2()};
+  auto set_limit = [&](uint64_t bytes) {
+    std::ofstream(container + "/" + sb.memory_max_file()) << bytes;
+  };
+  set_limit(256 << 20);
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            "  big:\n    command: [\"" + leaky_bin() +
+                                "\", \"--rate\", \"32MiB\"]\n"
+                                "    sample_interval: 100ms\n    min_uptime: 1s\n"
+                                "    policies:\n      - memory: {metric: rss, limit: 25%}\n",
+                            ""));
+  Recycler r({"run", "-c", cfg}, std::move(options));
+  EXPECT_TRUE(r.wait_for("container: memory limit 256 MiB (" + container +
+                         "): percentage limits are of it where a program sets no "
+                         "limits.memory_max"))
+      << r.output();
+  std::smatch m;
+  EXPECT_TRUE(r.wait_for(
+      std::regex(R"(big\[0\] recycle: rss [0-9.]+ MiB > 64 MiB \(25% of 256 MiB\))"), &m, 20s))
+      << r.output();
+  Cli status = cli({"status", "-c", cfg});
+  EXPECT_THAT(status.out, HasSubstr("container: ")) << status.out;
+  EXPECT_THAT(status.out, HasSubstr(" of 256 MiB, 0 OOM kills")) << status.out;
+  set_limit(512 << 20);
+  EXPECT_TRUE(r.wait_for("container: memory limit 256 MiB -> 512 MiB (" + container +
+                         "): percentage limits follow it"))
+      << r.output();
+  size_t before = r.count("> 128 MiB (25% of 512 MiB)");
+  EXPECT_TRUE(r.wait_for(
+      std::regex(R"(big\[0\] recycle: rss [0-9.]+ MiB > 128 MiB \(25% of 512 MiB\))"), &m, 20s))
+      << r.output();
+  EXPECT_EQ(before, 0u) << "the new limit came before the resize";
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }

@@ -87,6 +87,12 @@ class FakeHost final : public HostLookup {
     return *this;
   }
   std::optional<uint64_t> memory_available() const override { return memory_; }
+  // The memory limit of the cgroup recycler runs in (nullopt, the default: none).
+  FakeHost& set_container_limit(std::optional<uint64_t> bytes) {
+    container_limit_ = bytes;
+    return *this;
+  }
+  std::optional<uint64_t> container_memory_limit() const override { return container_limit_; }
   // The CUDA_VISIBLE_DEVICES recycler runs with (nullopt, the default: unset).
   FakeHost& set_cuda_visible_devices(std::optional<std::string> value) {
     cuda_visible_devices_ = std::move(value);
@@ -96,6 +102,7 @@ class FakeHost final : public HostLookup {
 
  private:
   std::optional<uint64_t> memory_;
+  std::optional<uint64_t> container_limit_;
   std::optional<std::string> cuda_visible_devices_;
   uid_t euid_;
   gid_t egid_;

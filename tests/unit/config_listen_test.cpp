@@ -162,6 +162,25 @@ TEST(Recycle, SurgeWithoutListenWarnsAboutThePort) {
               ElementsAre(HasSubstr("surge without listen")));
 }
 
+// In a container with a memory limit, a percentage without memory_max is of
+// that limit (runtime/container_watch.h): no error.
+TEST(Container, APercentageWithoutMemoryMaxIsOfTheContainersLimit) {
+  FakeHost host = debian_host(0, 0);
+  std::string yaml = R"(programs:
+  web:
+    command: ["/bin/true"]
+    policies:
+      - memory: {metric: uss, limit: 40%}
+)";
+  EXPECT_THAT(lines(on(host, yaml).errors),
+              ElementsAre(HasSubstr("a percentage limit needs limits.memory_max")));
+  host.set_container_limit(512ull << 20);
+  LoadResult r = on(host, yaml);
+  EXPECT_THAT(lines(r.errors), IsEmpty());
+  ASSERT_TRUE(r.config);
+  EXPECT_FALSE(r.config->programs[0].limits.memory_max) << "nothing is set on the worker";
+}
+
 TEST(Recycle, SurgeWarnsWhenTwoGenerationsCannotFitInMemory) {
   FakeHost host = debian_host(0, 0);
   host.set_memory(512ull << 20);  // seed 002's box

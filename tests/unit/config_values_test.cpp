@@ -503,7 +503,8 @@ TEST(Recycling, APercentageLimitNeedsMemoryMax) {
       - memory: {limit: 90%}
 )"),
               ElementsAre("test.yaml:5:9: error: programs.api.policies[0].memory: a percentage "
-                          "limit needs limits.memory_max, which is not set"));
+                          "limit needs limits.memory_max, which is not set (nor has the "
+                          "container recycler runs in a memory limit for it to be of)"));
   EXPECT_THAT(errors(R"(programs:
   api:
     command: [/bin/true]

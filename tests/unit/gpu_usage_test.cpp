@@ -108,5 +108,29 @@ TEST_F(ProcRoot, NvmlsHostPidsAreAttributedToTheWorkerThroughNSpid) {
   EXPECT_EQ(attribute(s, host).gpu, 5 * kGiB);
 }
 
+// A pod: recycler's /proc is its own pid namespace's, and NVML lists host
+// pids (12345, 23456) it cannot map; one may even equal a worker's own
+// number. Its figure is unknown, never 0 (a policy would read "no memory").
+TEST_F(ProcRoot, InAPodsPidNamespaceNvmlsPidsMakeEveryFigureUnknown) {
+  std::filesystem::create_directory(root_ / "1");
+  std::ofstream(root_ / "1" / "comm") << "recycler\n";
+  EXPECT_FALSE(host_pid_namespace(fd_.get())) << "no kthreadd: not the host's";
+  std::filesystem::create_directory(root_ / "2");
+  std::ofstream(root_ / "2" / "comm") << "kthreadd\n";
+  EXPECT_TRUE(host_pid_namespace(fd_.get()));
+
+  Snapshot s;
+  s.devices = {Device{0, -1, 80 * kGiB}};
+  s.uses = {ProcessUse{12345, 0, 30 * kGiB}, ProcessUse{7, 0, kGiB}};
+  std::vector<pid_t> worker{7, 8};
+  Usage u = attribute(s, worker, /*host_hidden=*/true);
+  EXPECT_FALSE(u.gpu) << "pid 7 here is not NVML's pid 7";
+  EXPECT_FALSE(u.gpu_total);
+  EXPECT_EQ(attribute(s, worker).gpu, kGiB) << "on the host, pid 7 is pid 7";
+  // Nobody holds GPU memory: 0 is the truth, even from a pod.
+  s.uses.clear();
+  EXPECT_EQ(attribute(s, worker, true).gpu, 0u);
+}
+
 }  // namespace
 }  // namespace recycler::gpu
