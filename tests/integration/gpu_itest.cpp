@@ -15,6 +15,8 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <sstream>
+#include <vector>
 
 #include "tests/support/itest.h"
 
@@ -171,6 +173,58 @@ TEST(Gpu, TimelinesRecordTheGpuColumnsAndNvmlIsAskedOncePerIntervalForAllWorkers
   EXPECT_GE(calls, 1);
   EXPECT_LE(calls, static_cast<int>(samples) + 10) << samples << " samples";
   r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// In a pod, recycler's /proc is its own pid namespace's while NVML lists the
+// host's pids: here the fake NVML lists a host pid recycler cannot see (and
+// the worker's own namespace number, which on a real node would be some
+// other process's). The worker's gpu figure is unknown (an empty timeline
+// column, no recycle), never 0, and the log says why once.
+TEST(Gpu, InAPodsPidNamespaceNvmlsHostPidsLeaveTheFigureUnknownNotZero) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (auto why = pid_namespace_skip()) GTEST_SKIP() << *why;
+  Sandbox sb;
+  Gpu gpu(sb);
+  std::ofstream(gpu.dir + "/procs/4000123") << "0 " << (600 << 20) << "\n";
+  std::string timelines = sb.tmp() + "/timelines";
+  std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
+    command: )" + grower(gpu.dir, 64) + R"(
+    sample_interval: 100ms
+    timeline: {dir: )" + timelines + R"(}
+    policies:
+      - memory: {metric: gpu, limit: 10%}
+)",
+                                                   gpu_section()));
+  Recycler r(in_pid_namespace_args({"run", "-c", cfg}), in_pid_namespace(gpu.options(sb)));
+  EXPECT_TRUE(
+      r.wait_for("GPU: NVML numbers processes in the host's pid namespace, which "
+                 "recycler cannot see",
+                 scaled(20s)))
+      << r.output();
+  std::string csv = timelines + "/train.0.csv";
+  int from_calls = gpu.calls();
+  ASSERT_TRUE(until(
+      r, [&] { return rows(csv) >= 20 && gpu.calls() >= from_calls + 5; }, scaled(20s)))
+      << read_text(csv);
+  // Every row: gpu and gpu_total empty (columns 11 and 12 of 13).
+  std::ifstream in(csv);
+  std::string row;
+  std::getline(in, row);
+  size_t checked = 0;
+  while (std::getline(in, row)) {
+    std::vector<std::string> cells;
+    std::stringstream ss(row);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    cells.resize(13);
+    EXPECT_EQ(cells[10], "") << row;
+    EXPECT_EQ(cells[11], "") << row;
+    ++checked;
+  }
+  EXPECT_GE(checked, 19u);
+  EXPECT_EQ(r.count("recycle: gpu"), 0u) << r.output();
+  EXPECT_EQ(r.count("GPU: NVML numbers processes"), 1u) << "said once";
+  ::kill(child_of(r.pid()), SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }
 

@@ -73,6 +73,67 @@ TEST(Lifecycle, WithExitWhenAnyFailedOneProgramFailingForGoodStopsTheRestAndExit
   EXPECT_EQ(r.count("serve[0] stopped"), 1u) << "stopped, not left behind:\n" << r.output();
 }
 
+// Zombies among the processes whose parent is `pid` (its children that
+// have exited and that nobody reaped).
+size_t zombie_children(pid_t pid) {
+  size_t n = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string stat = read_text(entry.path().string() + "/stat");
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 > stat.size()) continue;
+    char state = stat[close + 2];
+    pid_t ppid = static_cast<pid_t>(std::atoi(stat.c_str() + close + 4));
+    if (state == 'Z' && ppid == pid) ++n;
+  }
+  return n;
+}
+
+// A container's entrypoint: recycler as PID 1 of its own pid namespace (as
+// `podman run` and a pod start it; tests/container runs the real thing). The
+// orphans of its workers come to it and are reaped; SIGTERM, which the
+// kernel drops for a PID 1 without a handler, stops every worker gracefully
+// and ends it with status 0; one program failing for good (exit.when:
+// any_failed) ends it with 1, so the orchestrator restarts the pod.
+TEST(Lifecycle, AsPid1OfAContainerItReapsOrphansStopsOnSigtermAndFailsThePod) {
+  RECYCLER_REQUIRE_CGROUPS();
+  if (auto why = pid_namespace_skip()) GTEST_SKIP() << *why;
+  Sandbox sb;
+  std::string flag = sb.tmp() + "/orphan-done";
+  // Each start leaves an orphan (its subshell exits at once) that exits
+  // 300 ms later, after saying so.
+  std::string cfg =
+      sb.write("r.yaml", config_yaml(sb,
+                                     "  web:\n    command: \"(sh -c 'sleep 0.3; touch " + flag +
+                                         "' &); echo serving; exec sleep 1000\"\n",
+                                     "exit: {when: any_failed}\n"));
+  Recycler r(in_pid_namespace_args({"run", "-c", cfg}), in_pid_namespace(in_sandbox(sb)));
+  EXPECT_TRUE(r.wait_for("(pid 1): cgroup")) << r.output();
+  ASSERT_TRUE(r.wait_for("web[0] out | serving")) << r.output();
+  pid_t recycler = child_of(r.pid());
+  ASSERT_GT(recycler, 0);
+  auto deadline = std::chrono::steady_clock::now() + scaled(10s);
+  while (!fs::exists(flag) && std::chrono::steady_clock::now() < deadline) r.read_some(20ms);
+  ASSERT_TRUE(fs::exists(flag)) << "the orphan never ran";
+  // It has exited (or is about to): it must not stay a zombie of PID 1.
+  while (zombie_children(recycler) > 0 && std::chrono::steady_clock::now() < deadline)
+    r.read_some(20ms);
+  EXPECT_EQ(zombie_children(recycler), 0u);
+  ::kill(recycler, SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0) << r.output();
+  EXPECT_EQ(r.count("SIGTERM: stopping every program"), 1u) << r.output();
+  EXPECT_EQ(r.count("web[0] stopped"), 1u) << r.output();
+
+  // The pod of a program that fails for good fails.
+  std::string broken = sb.write(
+      "b.yaml", config_yaml(sb,
+                            "  web:\n    command: \"exec sleep 1000\"\n"
+                            "  broken:\n    command: \"exit 3\"\n    restart: {mode: never}\n",
+                            "exit: {when: any_failed}\n"));
+  Recycler b(in_pid_namespace_args({"run", "-c", broken}), in_pid_namespace(in_sandbox(sb)));
+  EXPECT_EQ(b.exit_code(scaled(10s)), 1) << b.output();
+  EXPECT_EQ(b.count("web[0] stopped"), 1u) << b.output();
+}
+
 // By default one program dead leaves recycler running the others.
 TEST(Lifecycle, ByDefaultAProgramFailingForGoodLeavesTheOthersRunning) {
   RECYCLER_REQUIRE_CGROUPS();

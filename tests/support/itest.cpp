@@ -491,6 +491,29 @@ std::string SystemdSocket::receive(Millis timeout) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
+std::optional<std::string> pid_namespace_skip() {
+  if (::access("/usr/bin/unshare", X_OK) != 0) return "no /usr/bin/unshare (util-linux)";
+  if (::geteuid() != 0) return "a pid namespace of its own needs root";
+  return std::nullopt;
+}
+
+Recycler::Options in_pid_namespace(Recycler::Options options) {
+  options.binary = "/usr/bin/unshare";
+  return options;
+}
+
+std::vector<std::string> in_pid_namespace_args(std::vector<std::string> recycler_args) {
+  std::vector<std::string> args{"--pid", "--fork", "--mount-proc", recycler_bin()};
+  args.insert(args.end(), recycler_args.begin(), recycler_args.end());
+  return args;
+}
+
+pid_t child_of(pid_t parent) {
+  std::string children = read_text("/proc/" + std::to_string(parent) + "/task/" +
+                                   std::to_string(parent) + "/children");
+  return static_cast<pid_t>(std::atoi(children.c_str()));
+}
+
 Recycler::Options in_sandbox(const Sandbox& sandbox) {
   Recycler::Options o;
   o.join_fds = sandbox.join_fds();

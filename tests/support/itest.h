@@ -218,6 +218,15 @@ std::optional<uint64_t> oom_kills(const Sandbox& sandbox, const std::string& pro
 // cgroup.procs of a directory.
 std::vector<pid_t> cgroup_pids(const std::string& dir);
 
+// recycler as PID 1 of a pid namespace of its own (a container's), started
+// through `unshare --pid --fork --mount-proc`: why it cannot be here, or
+// nullopt; the Recycler::Options and arguments that do it; and the pid of
+// recycler itself (unshare's child) once it runs, 0 until then.
+std::optional<std::string> pid_namespace_skip();
+Recycler::Options in_pid_namespace(Recycler::Options options);
+std::vector<std::string> in_pid_namespace_args(std::vector<std::string> recycler_args);
+pid_t child_of(pid_t parent);
+
 // recycler started where the sandbox's recycler would be (v2: its delegated cgroup).
 Recycler::Options in_sandbox(const Sandbox& sandbox);
 // The same, as the unprivileged user nobody (so without cgroups), in its tmp().
