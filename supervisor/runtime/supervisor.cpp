@@ -225,7 +225,9 @@ int Supervisor::run() {
   // USR1 and USR2 too: without a handler they would end recycler at once
   // and leave every worker behind (a scheduler's notice sent to a config
   // without preempt:, or a reload that adds it).
-  caught_ = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2};
+  // SIGQUIT too: a container image's StopSignal may be QUIT, and as PID 1 a
+  // signal without a handler is dropped by the kernel.
+  caught_ = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
   if (config_.preempt &&
       std::find(caught_.begin(), caught_.end(), config_.preempt->signal) == caught_.end())
     caught_.push_back(config_.preempt->signal);
@@ -366,8 +368,9 @@ void Supervisor::on_signal(int signum) {
         reload();
       break;
     case SIGTERM:
+    case SIGQUIT:
       if (!shutting_down_) {
-        log::info("SIGTERM: stopping every program");
+        log::info("{}: stopping every program", units::signal_name(signum));
         shutdown(0, false);
       }
       break;
