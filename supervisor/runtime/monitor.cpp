@@ -5,7 +5,9 @@
 #include <type_traits>
 
 #include "policies/base/units.h"
+#include "supervisor/cgroup/files.h"
 #include "supervisor/log/log.h"
+#include "supervisor/util/fd.h"
 
 namespace recycler {
 
@@ -171,28 +173,52 @@ void ProgramMonitor::begin_run(Slot& slot) {
     slot.watch.reset();
     slot.watch_tried = false;
   }
-  if (!slot.watch_tried) {
-    slot.watch_tried = true;
-    slot.watched = &w.cgroup();
-    policies::WorkerContext context;
-    context.started = w.started_at();
-    context.memory_max = controller_.memory_max();
-    std::optional<uint64_t> threshold;
-    for (const policies::Policy* p : controller_.policies())
-      if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold)) threshold = t;
-    auto dir = w.cgroup().memory_dir();
-    if (threshold && dir) {
-      auto watch = probe::MemoryWatch::create(ctx_.loop, dir->fd, dir->v2, *threshold,
-                                              [this, &slot] { on_kernel_event(slot); });
-      if (watch)
-        slot.watch = std::move(watch.value());
-      else
-        log::warn("{}: no fast path for memory spikes (sampling every {} only): {}", w.name(),
-                  format_duration(program_->sample_interval), watch.error().message);
-    }
-  }
+  if (!slot.watch_tried) watch_memory(slot);
   slot.last_tick = ctx_.timers.now();
   arm_tick(slot, program_->sample_interval);
+}
+
+void ProgramMonitor::watch_memory(Slot& slot) {
+  Worker& w = *slot.worker;
+  slot.watch_tried = true;
+  slot.watched = &w.cgroup();
+  policies::WorkerContext context;
+  context.started = w.started_at();
+  context.memory_max = controller_.memory_max();
+  std::optional<uint64_t> threshold;
+  for (const policies::Policy* p : controller_.policies())
+    if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold)) threshold = t;
+  auto dir = w.cgroup().memory_dir();
+  if (threshold && dir) {
+    auto watch = probe::MemoryWatch::create(ctx_.loop, dir->fd, dir->v2, *threshold,
+                                            [this, &slot] { on_kernel_event(slot); });
+    if (watch)
+      slot.watch = std::move(watch.value());
+    else
+      log::warn("{}: no fast path for memory spikes (sampling every {} only): {}", w.name(),
+                format_duration(program_->sample_interval), watch.error().message);
+  }
+}
+
+void ProgramMonitor::set_default_memory_max(std::optional<uint64_t> bytes) {
+  std::optional<uint64_t> before = controller_.memory_max();
+  controller_.set_default_memory_max(bytes);
+  if (controller_.memory_max() == before) return;
+  // The kernel's fast path was armed at a threshold of the old limit (on v2
+  // memory.high, which a watch only ever lowers): back to the program's own
+  // memory.high, then armed again at the new one.
+  for (auto& slot : slots_) {
+    if (!slot->watch) continue;
+    slot->watch.reset();
+    if (auto dir = slot->watched->memory_dir(); dir && dir->v2) {
+      const auto& high = program_->limits.memory_high;
+      if (Status s = write_file_at(dir->fd, cgroup::kV2.memory_high,
+                                   high ? std::to_string(*high) : std::string("max"));
+          !s)
+        log::warn("{}: cannot reset memory.high: {}", slot->worker->name(), s.error().message);
+    }
+    watch_memory(*slot);
+  }
 }
 
 void ProgramMonitor::sampling_progress(TimePoint now, std::vector<Progress>& out) const {

@@ -118,9 +118,8 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   const engine::RecycleController& controller() const { return controller_; }
   // The container's memory limit, for percentages where the program sets no
   // memory_max (RecycleController::set_default_memory_max).
-  void set_default_memory_max(std::optional<uint64_t> bytes) {
-    controller_.set_default_memory_max(bytes);
-  }
+  // The kernel's fast path of each slot is armed again at the new threshold.
+  void set_default_memory_max(std::optional<uint64_t> bytes);
   // Whether `slot` can take work now (GET /readyz, status's `ready`): it is
   // running, not draining before a recycle (drain.unready_for) nor being
   // stopped, and, once the program has been seen to send READY=1 (or it
@@ -165,6 +164,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // drain.unready_for: true when a recycle of `slot` must wait, unready,
   // first (its timer is armed; the recycle goes into `held`).
   bool drain_first(Slot& slot);
+  // Arms the slot's kernel memory watch (probe/memory_watch.h) at the
+  // lowest fast threshold of its policies, if any.
+  void watch_memory(Slot& slot);
   void diagnosed(Slot& slot, const engine::Diagnose& asked, Diagnosis::Outcome outcome);
   // The slot of `worker` (slots are by number): null for another's.
   Slot* find(const Worker& worker);

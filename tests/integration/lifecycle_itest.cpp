@@ -99,6 +99,10 @@ TEST(Lifecycle, AsPid1OfAContainerItReapsOrphansStopsOnSigquitAndFailsThePod) {
   RECYCLER_REQUIRE_CGROUPS();
   if (auto why = pid_namespace_skip()) GTEST_SKIP() << *why;
   Sandbox sb;
+  // On v2 the delegated cgroup would hold unshare beside recycler, a
+  // process of another pid namespace it cannot move (no internal processes):
+  // worker cgroups from the top instead, as with a privileged container's.
+  sb.use_absolute_root();
   std::string flag = sb.tmp() + "/orphan-done";
   // Each start leaves an orphan (its subshell exits at once) that exits
   // 300 ms later, after saying so.

@@ -221,15 +221,24 @@ TEST(Metrics, OtherRequestsAreRefusedWithTheirStatus) {
 // before a recycle, and unready while the replacement has not said READY=1.
 TEST(Metrics, ReadyzFollowsReadyAndDropsBeforeARecycleForDrain) {
   RECYCLER_REQUIRE_CGROUPS();
-  if (::access("/bin/systemd-notify", X_OK) != 0) GTEST_SKIP() << "no /bin/systemd-notify";
+  auto python = python_bin();
+  if (!python) GTEST_SKIP() << "no Debian python3";
   Sandbox sb;
   std::string go = sb.tmp() + "/go";
-  // The first run says READY=1 at once; a recycle's replacement (it has
-  // RECYCLER_RECYCLE_REASON) only once the test makes `go`.
-  std::string worker = R"(  web:
-    command: ["/bin/sh", "-c", "if [ -n \"$RECYCLER_RECYCLE_REASON\" ]; then while [ ! -e )" +
-                       go +
-                       R"( ]; do sleep 0.05; done; fi; systemd-notify --ready; exec sleep 1000"]
+  // The first run says READY=1 at once (as sd_notify does); a recycle's
+  // replacement (it has RECYCLER_RECYCLE_REASON) only once the test makes `go`.
+  std::string script = sb.write("ready.py", R"(import os, socket, time
+if os.environ.get("RECYCLER_RECYCLE_REASON"):
+    while not os.path.exists(")" + go + R"("):
+        time.sleep(0.05)
+address = os.environ["NOTIFY_SOCKET"]
+if address.startswith("@"):
+    address = "\0" + address[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"READY=1", address)
+time.sleep(1000)
+)");
+  std::string worker = "  web:\n    command: [\"" + *python + "\", \"" + script + "\"]" + R"(
     drain: {unready_for: 2s}
     stop: {timeout: 2s}
 )";
