@@ -149,6 +149,7 @@ std::optional<FailedCall> read_pool(Reading& q, nvmlDevice_t h, Device device) {
     return std::nullopt;
   }
   device.total = memory.total;
+  device.used = memory.used;
   unsigned n = 0;
   if (nvmlReturn_t r = read_process_list(q, h, n); r != NVML_SUCCESS) {
     if (driver_lost(r)) return FailedCall{"nvmlDeviceGetComputeRunningProcesses_v3", r};

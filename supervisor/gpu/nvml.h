@@ -34,6 +34,7 @@ struct Device {
   unsigned index = 0;  // NVML's device index
   int instance = -1;   // MIG instance (position), -1: the whole GPU
   uint64_t total = 0;  // bytes
+  uint64_t used = 0;   // bytes, by every process on it (what nvidia-smi shows)
   // NVML lists processes here but cannot say how much each holds (a MIG
   // parent read without the MIG functions, or a driver that does not know).
   bool per_process_unavailable = false;

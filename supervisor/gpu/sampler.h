@@ -48,6 +48,14 @@ class Sampler {
   // The usage of processes `pids` (recycler's pid numbers) in the latest
   // snapshot; empty figures when there is none.
   Usage usage(std::span<const pid_t> pids) const;
+  // Whether NVML's pids cannot be mapped to recycler's here (a pod's pid
+  // namespace; usage.h's host_pid_namespace): usage() is then unknown while
+  // any process holds GPU memory.
+  bool host_hidden() const { return host_hidden_; }
+  // attribute_devices over the latest snapshot; empty figures without one.
+  Usage device_usage(std::span<const unsigned> devices) const {
+    return latest_ ? attribute_devices(*latest_, devices) : Usage{};
+  }
   // Queries answered so far (for tests and figures).
   uint64_t answered() const { return answered_; }
   // For the watchdog: since when the query under way has been running, and

@@ -69,6 +69,26 @@ Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids, bool host
   return out;
 }
 
+Usage attribute_devices(const Snapshot& snapshot, std::span<const unsigned> devices) {
+  if (!snapshot.complete || devices.empty()) return {};
+  Usage out;
+  out.gpu = 0;
+  out.gpu_total = 0;
+  out.gpu_total_capacity = 0;
+  for (unsigned index : devices) {
+    auto it = std::find_if(snapshot.devices.begin(), snapshot.devices.end(),
+                           [&](const Device& d) { return d.index == index && d.instance < 0; });
+    if (it == snapshot.devices.end()) return {};
+    *out.gpu_total += it->used;
+    *out.gpu_total_capacity += it->total;
+    if (!out.gpu_capacity || it->used > *out.gpu) {
+      out.gpu = it->used;
+      out.gpu_capacity = it->total;
+    }
+  }
+  return out;
+}
+
 pid_t host_pid(int proc_dirfd, pid_t pid) {
   std::vector<pid_t> ids = nspid(proc_dirfd, pid);
   return ids.size() > 1 ? ids.front() : pid;

@@ -31,6 +31,13 @@ struct Usage {
 // unknown figure, never a 0 a policy would read as healthy.
 Usage attribute(const Snapshot& snapshot, std::span<const pid_t> pids, bool host_hidden = false);
 
+// The usage of whole GPUs (NVML's indexes `devices`, a slot's
+// CUDA_VISIBLE_DEVICES) from their used memory, every process's: what stands
+// in for a worker's own figure where its pids cannot be mapped (a pod) and
+// the GPUs are its alone. Empty figures when the snapshot is incomplete or
+// does not have each of them as a whole GPU.
+Usage attribute_devices(const Snapshot& snapshot, std::span<const unsigned> devices);
+
 // The pid NVML reports for `pid`: NVML numbers processes in the host's pid
 // namespace. When recycler runs in a container whose /proc shows the outer
 // namespaces too, /proc/PID/status's NSpid lists the pid from the outermost

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <type_traits>
 
+#include "policies/base/fields.h"
 #include "policies/base/units.h"
 #include "supervisor/cgroup/files.h"
+#include "supervisor/config/devices.h"
 #include "supervisor/log/log.h"
 #include "supervisor/util/fd.h"
 
@@ -46,7 +49,32 @@ struct ProgramMonitor::Slot {
   // The runs (generations) that have sent READY=1: the current one, and a
   // surge's next one, which becomes current when it takes over.
   std::optional<unsigned> ready_run, ready_next;
+  // The whole GPUs (NVML indexes) its CUDA_VISIBLE_DEVICES gives it alone
+  // (devices:, no other slot of the program on them); empty otherwise.
+  std::vector<unsigned> pinned_gpus;
 };
+
+namespace {
+
+// Slot `slot`'s CUDA_VISIBLE_DEVICES from the program's devices: (or env:),
+// as NVML indexes; empty when it names none, or any by UUID.
+std::vector<unsigned> slot_gpu_indexes(const config::ProgramConfig& program, unsigned slot,
+                                       const std::vector<std::string>* gpus_auto) {
+  config::EnvMap env = program.env;
+  config::apply_devices(program.devices, program.env, slot,
+                        gpus_auto ? *gpus_auto : std::vector<std::string>{}, env);
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) return {};
+  std::vector<unsigned> out;
+  for (const std::string& entry : config::visible_device_list(it->second)) {
+    auto index = fields::parse_digits(entry);
+    if (!index || *index > 4096) return {};
+    out.push_back(static_cast<unsigned>(*index));
+  }
+  return out;
+}
+
+}  // namespace
 
 ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
                                std::shared_ptr<const config::ProgramConfig> program,
@@ -61,6 +89,16 @@ ProgramMonitor::ProgramMonitor(MonitorContext& ctx,
     slots_.push_back(std::make_unique<Slot>(*w));
     w->observe(this);
   }
+  // GPUs two slots share are no slot's alone.
+  std::map<unsigned, unsigned> holders;
+  for (auto& slot : slots_) {
+    slot->pinned_gpus = slot_gpu_indexes(*program_, slot->index, ctx.gpus_auto);
+    for (unsigned gpu : slot->pinned_gpus) ++holders[gpu];
+  }
+  for (auto& slot : slots_)
+    if (std::any_of(slot->pinned_gpus.begin(), slot->pinned_gpus.end(),
+                    [&](unsigned gpu) { return holders[gpu] > 1; }))
+      slot->pinned_gpus.clear();
   if (ctx_.gpu && wants_gpu()) ctx_.gpu->want(program_->sample_interval);
   if (program_->gang) {
     std::vector<Worker*> ranks;
@@ -275,7 +313,7 @@ void ProgramMonitor::sample(Slot& slot) {
   TimePoint now = ctx_.timers.now();
   policies::Sample s = probe::probe_worker(reader ? &*reader : nullptr, ctx_.procs, pids,
                                            w.pid().value_or(0), needs, now);
-  if (gpu) add_gpu(s, pids);
+  if (gpu) add_gpu(slot, s, pids);
   ctx_.sample_duration.observe(
       std::chrono::duration<double>(SteadyClock::now() - probe_start).count());
   controller_.prepare(slot.index, s, list ? &pids : nullptr);
@@ -310,8 +348,18 @@ bool ProgramMonitor::wants_gpu() const {
   return (controller_.needs() & policies::kNeedsGpu) || program_->timeline.has_value();
 }
 
-void ProgramMonitor::add_gpu(policies::Sample& s, const std::vector<pid_t>& pids) const {
+void ProgramMonitor::add_gpu(Slot& slot, policies::Sample& s, const std::vector<pid_t>& pids) {
   gpu::Usage u = ctx_.gpu->usage(pids);
+  if (!u.gpu && ctx_.gpu->host_hidden() && !slot.pinned_gpus.empty()) {
+    u = ctx_.gpu->device_usage(slot.pinned_gpus);
+    if (u.gpu && !said_pinned_) {
+      said_pinned_ = true;
+      log::info(
+          "{}: its workers' gpu figure is the used memory of the GPUs each slot has alone "
+          "(devices: CUDA_VISIBLE_DEVICES), as NVML's pids cannot be seen from here",
+          program_->name);
+    }
+  }
   s.gpu = u.gpu;
   s.gpu_capacity = u.gpu_capacity;
   s.gpu_total = u.gpu_total;

@@ -58,6 +58,8 @@ struct MonitorContext {
   // What a diagnose: command is started with (diagnosis.h); null: none is.
   Launcher* launcher = nullptr;
   const std::vector<std::string>* base_env = nullptr;
+  // What `devices: {gpus: auto}` shares out (runtime/gpu_pool.h); null: nothing.
+  const std::vector<std::string>* gpus_auto = nullptr;
   // The container's memory limit (ContainerWatch): what percentage limits
   // are of where a program sets no limits.memory_max.
   std::optional<uint64_t> container_memory_max = std::nullopt;
@@ -154,7 +156,9 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // Whether this program's samples carry GPU figures: a policy reads them,
   // or the config has `gpu:` and the program records a timeline.
   bool wants_gpu() const;
-  void add_gpu(policies::Sample& s, const std::vector<pid_t>& pids) const;
+  // Where NVML's pids cannot be mapped (a pod) and the slot has whole GPUs of
+  // its own (pinned_gpus), their used memory stands in for its figure.
+  void add_gpu(Slot& slot, policies::Sample& s, const std::vector<pid_t>& pids);
   bool is_member(Slot& slot, pid_t pid);
   // Carries out the controller's commands (and those they lead to).
   void run_commands();
@@ -182,6 +186,7 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // One of its workers has sent READY=1: from then on each run is ready
   // only once it has.
   bool sends_ready_ = false;
+  bool said_pinned_ = false;  // the GPUs' used memory stands in (add_gpu), said once
   // What callbacks held by workers reach this monitor through; gone with it.
   std::shared_ptr<ProgramMonitor*> self_ = std::make_shared<ProgramMonitor*>(this);
 };

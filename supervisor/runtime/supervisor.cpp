@@ -175,6 +175,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
   context_.service = &service_;
   context_.gpus_auto = &gpu_pool_.entries();
   monitor_context_.launcher = &processes_;
+  monitor_context_.gpus_auto = &gpu_pool_.entries();
   monitor_context_.base_env = &base_env_;
   if (options_.wrap_mode)
     context_.failed_advice =
@@ -197,6 +198,7 @@ Supervisor::~Supervisor() {
   systemd_status_.stop();
   commands_.close();
   budget_.reset();
+  container_.reset();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   gpu_.stop();  // waits for a query in flight (one NVML call)
@@ -471,6 +473,7 @@ void Supervisor::finish_shutdown() {
   commands_.close();
   watchdog_.reset();
   start_up_.reset();
+  container_.reset();
   // Nothing a worker started outlives recycler, in a cgroup or not.
   if (escapes_) escapes_->kill_all();
   cgroups_->close();

@@ -180,20 +180,31 @@ TEST(Gpu, TimelinesRecordTheGpuColumnsAndNvmlIsAskedOncePerIntervalForAllWorkers
 // host's pids: here the fake NVML lists a host pid recycler cannot see (and
 // the worker's own namespace number, which on a real node would be some
 // other process's). The worker's gpu figure is unknown (an empty timeline
-// column, no recycle), never 0, and the log says why once.
-TEST(Gpu, InAPodsPidNamespaceNvmlsHostPidsLeaveTheFigureUnknownNotZero) {
+// column, no recycle), never 0, and the log says why once; a slot with a
+// whole GPU of its own (devices:) has that GPU's used memory instead.
+TEST(Gpu, InAPodsPidNamespaceTheFigureIsUnknownNotZeroUnlessTheSlotHasWholeGpus) {
   RECYCLER_REQUIRE_CGROUPS();
   if (auto why = pid_namespace_skip()) GTEST_SKIP() << *why;
   Sandbox sb;
   Gpu gpu(sb);
-  std::ofstream(gpu.dir + "/procs/4000123") << "0 " << (600 << 20) << "\n";
+  // Two GPUs of 1 GiB; another pod's process (a host pid) holds 600 MiB on GPU 1.
+  std::ofstream(gpu.dir + "/devices") << (1 << 30) << "\n" << (1 << 30) << "\n";
+  std::ofstream(gpu.dir + "/procs/4000123") << "1 " << (600 << 20) << "\n";
   std::string timelines = sb.tmp() + "/timelines";
+  // `pinned` has GPU 0 alone (devices:): its used memory stands in for the
+  // worker's figure, and its policy acts on it.
   std::string cfg = sb.write("g.yaml", config_yaml(sb, R"(  train:
     command: )" + grower(gpu.dir, 64) + R"(
     sample_interval: 100ms
     timeline: {dir: )" + timelines + R"(}
     policies:
       - memory: {metric: gpu, limit: 10%}
+  pinned:
+    command: )" + grower(gpu.dir, 96) + R"(
+    sample_interval: 100ms
+    devices: {gpus: [0]}
+    policies:
+      - memory: {metric: gpu, limit: 5%}
 )",
                                                    gpu_section()));
   Recycler r(in_pid_namespace_args({"run", "-c", cfg}), in_pid_namespace(gpu.options(sb)));
@@ -222,7 +233,13 @@ TEST(Gpu, InAPodsPidNamespaceNvmlsHostPidsLeaveTheFigureUnknownNotZero) {
     ++checked;
   }
   EXPECT_GE(checked, 19u);
-  EXPECT_EQ(r.count("recycle: gpu"), 0u) << r.output();
+  EXPECT_EQ(r.count("train[0] recycle: gpu"), 0u) << r.output();
+  EXPECT_TRUE(r.wait_for_count("pinned[0] recycle: gpu", 1, 20s)) << r.output();
+  EXPECT_GE(r.count("MiB > 51.2 MiB (5% of 1 GiB) (memory policy)"), 1u) << r.output();
+  EXPECT_EQ(r.count("pinned: its workers' gpu figure is the used memory of the GPUs each slot "
+                    "has alone"),
+            1u)
+      << r.output();
   EXPECT_EQ(r.count("GPU: NVML numbers processes"), 1u) << "said once";
   ::kill(child_of(r.pid()), SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);

@@ -132,5 +132,27 @@ TEST_F(ProcRoot, InAPodsPidNamespaceNvmlsPidsMakeEveryFigureUnknown) {
   EXPECT_EQ(attribute(s, worker, true).gpu, 0u);
 }
 
+// A slot with whole GPUs of its own (CUDA_VISIBLE_DEVICES): their used
+// memory stands in for its figure; a GPU it does not have, or an incomplete
+// snapshot, leaves it unknown.
+TEST(GpuUsage, WholeGpusOfASlotStandInWithTheirUsedMemory) {
+  Snapshot s = two_gpus();
+  s.devices[0].used = 5 * kGiB;
+  s.devices[1].used = 41 * kGiB;
+  std::vector<unsigned> first{0}, both{0, 1}, absent{0, 7};
+  Usage one = attribute_devices(s, first);
+  EXPECT_EQ(one.gpu, 5 * kGiB);
+  EXPECT_EQ(one.gpu_capacity, 16 * kGiB);
+  Usage two = attribute_devices(s, both);
+  EXPECT_EQ(two.gpu, 41 * kGiB) << "the fullest";
+  EXPECT_EQ(two.gpu_capacity, 80 * kGiB);
+  EXPECT_EQ(two.gpu_total, 46 * kGiB);
+  EXPECT_EQ(two.gpu_total_capacity, 96 * kGiB);
+  EXPECT_FALSE(attribute_devices(s, absent).gpu);
+  EXPECT_FALSE(attribute_devices(s, {}).gpu);
+  s.complete = false;
+  EXPECT_FALSE(attribute_devices(s, first).gpu);
+}
+
 }  // namespace
 }  // namespace recycler::gpu
