@@ -47,6 +47,9 @@ std::string container_memory_dir(const cgroup::Layout& layout, const cgroup::Pat
 ContainerWatch::ContainerWatch(Timers& timers, std::string dir, bool v2, LimitChanged on_limit)
     : timers_(timers), v2_(v2), on_limit_(std::move(on_limit)) {
   status_.dir = std::move(dir);
+  if (v2_)
+    if (auto group = read_cgroup_file(status_.dir + "/memory.oom.group"))
+      oom_group_ = probe::parse_u64(*group) == 1u;
   read();
 }
 

@@ -43,6 +43,9 @@ class ContainerWatch {
   // The last reading (dir, limit, current, oom_kills, pressure).
   const ContainerStatus& status() const { return status_; }
   std::optional<uint64_t> limit() const { return status_.limit; }
+  // v2 memory.oom.group of the container (Kubernetes sets it since 1.28):
+  // its OOM kill takes every process in it, recycler too. Read once.
+  bool oom_group() const { return oom_group_; }
   // Reads now (the timer's work; tests call it).
   void read();
 
@@ -52,6 +55,7 @@ class ContainerWatch {
   LimitChanged on_limit_;
   ContainerStatus status_;
   bool first_ = true;
+  bool oom_group_ = false;
   std::unique_ptr<Timer> tick_;
 };
 

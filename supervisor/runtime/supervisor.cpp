@@ -298,9 +298,16 @@ void Supervisor::on_container_limit(const std::string& dir, std::optional<uint64
   check_container_fit();
 }
 
-void Supervisor::check_container_fit() const {
+void Supervisor::check_container_fit() {
   std::optional<uint64_t> limit = monitor_context_.container_memory_max;
   if (!limit) return;
+  bool budgeted = config_.budget && config_.budget->scope == config::BudgetScope::Container;
+  if (container_ && container_->oom_group() && !budgeted && !std::exchange(said_oom_group_, true))
+    log::warn(
+        "container: memory.oom.group is 1 ({}): an OOM kill at the container's {} takes every "
+        "process in it, recycler too; a budget: {{scope: container, limit: 90%}} recycles a "
+        "worker before",
+        container_->status().dir, units::format_size(*limit));
   uint64_t sum = 0;
   for (const auto& [name, program] : programs_)
     if (const auto& max = program.config->limits.memory_max)

@@ -150,8 +150,10 @@ class Supervisor {
   // The container recycler runs in (its memory cgroup), when it has one.
   std::unique_ptr<ContainerWatch> container_;
   void on_container_limit(const std::string& dir, std::optional<uint64_t> limit);
-  // A warning when the programs' limits.memory_max cannot all fit in it.
-  void check_container_fit() const;
+  // A warning when the programs' limits.memory_max cannot all fit in it,
+  // and (once) when its OOM kill would take recycler too (memory.oom.group).
+  void check_container_fit();
+  bool said_oom_group_ = false;
   void apply_budget(const config::Config& next);
   std::vector<uv::Handle<uv_signal_t>> signals_;
   // Work that destroys workers, so must not run inside one of their callbacks.

@@ -195,6 +195,8 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
     std::ofstream(container + "/" + sb.memory_max_file()) << bytes;
   };
   set_limit(256 << 20);
+  // v2: as Kubernetes (1.28+) sets it on a container, which recycler warns of.
+  if (sb.v2()) std::ofstream(container + "/memory.oom.group") << 1;
   std::string cfg = sb.write(
       "r.yaml", config_yaml(sb,
                             "  big:\n    command: [\"" + leaky_bin() +
@@ -214,6 +216,13 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
   Cli status = cli({"status", "-c", cfg});
   EXPECT_THAT(status.out, HasSubstr("container: ")) << status.out;
   EXPECT_THAT(status.out, HasSubstr(" of 256 MiB, 0 OOM kills")) << status.out;
+  if (sb.v2()) {
+    EXPECT_EQ(r.count("container: memory.oom.group is 1 (" + container +
+                      "): an OOM kill at the container's 256 MiB takes every process in it, "
+                      "recycler too"),
+              1u)
+        << r.output();
+  }
   set_limit(512 << 20);
   EXPECT_TRUE(r.wait_for("container: memory limit 256 MiB -> 512 MiB (" + container +
                          "): percentage limits follow it"))
