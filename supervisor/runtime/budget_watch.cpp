@@ -134,22 +134,17 @@ engine::BudgetReading BudgetWatch::read(TimePoint now) {
     }
     case BudgetScope::Container: {
       const std::string& dir = sources_.container;
-      auto current = read_small(
-          dir.empty() ? "" : dir + (sources_.v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+      if (dir.empty()) break;
       if (metric == "anon") {
         probe::CgroupMemory m;
-        if (auto stat = read_small(dir.empty() ? "" : dir + "/memory.stat"))
+        if (auto stat = read_small(dir + "/memory.stat"))
           probe::parse_memory_stat(*stat, sources_.v2, m);
         r.used = m.anon;
-      } else if (current) {
-        r.used = probe::parse_u64(*current);
+      } else {
+        r.used = read_memory_current(dir, sources_.v2);
       }
-      auto max = read_small(
-          dir.empty() ? "" : dir + (sources_.v2 ? "/memory.max" : "/memory.limit_in_bytes"));
-      // v1 says "no limit" with a page-rounded LONG_MAX.
-      if (auto bytes = max ? probe::parse_u64(*max) : std::nullopt; bytes && *bytes < (1ull << 62))
-        r.capacity = bytes;
-      pressure_file = sources_.v2 && !dir.empty() ? dir + "/memory.pressure" : std::string();
+      r.capacity = read_memory_limit(dir, sources_.v2);
+      pressure_file = sources_.v2 ? dir + "/memory.pressure" : std::string();
       break;
     }
   }

@@ -17,14 +17,22 @@ std::optional<std::string> read_cgroup_file(const std::string& path) {
   return std::move(text.value());
 }
 
-// v1 says "no limit" with a page-rounded LONG_MAX, v2 with "max".
-std::optional<uint64_t> limit_of(const std::optional<std::string>& text) {
-  auto bytes = text ? probe::parse_u64(*text) : std::nullopt;
-  if (!bytes || *bytes >= (1ull << 62)) return std::nullopt;
-  return bytes;
+std::optional<uint64_t> read_u64(const std::string& path) {
+  auto text = read_cgroup_file(path);
+  return text ? probe::parse_u64(*text) : std::nullopt;
 }
 
 }  // namespace
+
+std::optional<uint64_t> read_memory_limit(const std::string& dir, bool v2) {
+  auto bytes = read_u64(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  if (!bytes || *bytes >= (1ull << 62)) return std::nullopt;  // "max" does not parse
+  return bytes;
+}
+
+std::optional<uint64_t> read_memory_current(const std::string& dir, bool v2) {
+  return read_u64(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+}
 
 std::string container_memory_dir(const cgroup::Layout& layout, const cgroup::Paths& paths) {
   bool v2 = layout.mode == cgroup::Mode::V2;
@@ -45,31 +53,31 @@ std::string container_memory_dir(const cgroup::Layout& layout, const cgroup::Pat
 }
 
 ContainerWatch::ContainerWatch(Timers& timers, std::string dir, bool v2, LimitChanged on_limit)
-    : timers_(timers), v2_(v2), on_limit_(std::move(on_limit)) {
-  status_.dir = std::move(dir);
-  if (v2_)
-    if (auto group = read_cgroup_file(status_.dir + "/memory.oom.group"))
-      oom_group_ = probe::parse_u64(*group) == 1u;
+    : timers_(timers), dir_(std::move(dir)), v2_(v2), on_limit_(std::move(on_limit)) {
+  if (v2_) oom_group_ = read_u64(dir_ + "/memory.oom.group") == 1u;
   read();
 }
 
 void ContainerWatch::read() {
   tick_ = timers_.after(kInterval, [this] { read(); });
-  const std::string& dir = status_.dir;
-  std::optional<uint64_t> limit =
-      limit_of(read_cgroup_file(dir + (v2_ ? "/memory.max" : "/memory.limit_in_bytes")));
-  auto current = read_cgroup_file(dir + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
-  status_.current = current ? probe::parse_u64(*current) : std::nullopt;
-  auto events = read_cgroup_file(dir + (v2_ ? "/memory.events" : "/memory.oom_control"));
-  status_.oom_kills = events ? find_keyed_value(*events, "oom_kill") : std::nullopt;
-  if (v2_) {
-    auto pressure = read_cgroup_file(dir + "/memory.pressure");
-    status_.pressure = pressure ? probe::parse_pressure_some_avg10(*pressure) : std::nullopt;
-  }
-  bool changed = first_ || limit != status_.limit;
+  std::optional<uint64_t> limit = read_memory_limit(dir_, v2_);
+  bool changed = first_ || limit != limit_;
   first_ = false;
-  status_.limit = limit;
+  limit_ = limit;
   if (changed && on_limit_) on_limit_(limit);
+}
+
+ContainerStatus ContainerWatch::status() const {
+  ContainerStatus s;
+  s.dir = dir_;
+  s.limit = limit_;
+  s.current = read_memory_current(dir_, v2_);
+  auto events = read_cgroup_file(dir_ + (v2_ ? "/memory.events" : "/memory.oom_control"));
+  if (events) s.oom_kills = find_keyed_value(*events, "oom_kill");
+  if (v2_)
+    if (auto pressure = read_cgroup_file(dir_ + "/memory.pressure"))
+      s.pressure = probe::parse_pressure_some_avg10(*pressure);
+  return s;
 }
 
 }  // namespace recycler

@@ -92,6 +92,13 @@ void fill_cgroup_memory(WorkerStatus& s, const Worker& w) {
   }
 }
 
+// Whether `w` can take work: its monitor's view, else whether it runs.
+ProgramMonitor::Readiness readiness_of(const Worker& w, const ProgramMonitor* monitor) {
+  if (monitor) return monitor->readiness(w.slot());
+  bool running = w.state() == WorkerState::Running;
+  return {running, running ? std::string() : std::string(to_string(w.state()))};
+}
+
 WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
                               const StatusCounters& counters, const Timers& timers) {
   WorkerStatus s;
@@ -127,14 +134,9 @@ WorkerStatus status_of_worker(const Worker& w, const ProgramMonitor* monitor,
   if (last && s.pid) fill_sampled(s, cfg, *controller, w.slot(), *last, watched);
   if (controller && s.pid) s.status_text = controller->status_text(w.slot());
   fill_cgroup_memory(s, w);
-  if (monitor) {
-    ProgramMonitor::Readiness r = monitor->readiness(w.slot());
-    s.ready = r.ready;
-    s.not_ready = std::move(r.why);
-  } else {
-    s.ready = w.state() == WorkerState::Running;
-    if (!s.ready) s.not_ready = s.state;
-  }
+  ProgramMonitor::Readiness r = readiness_of(w, monitor);
+  s.ready = r.ready;
+  s.not_ready = std::move(r.why);
   return s;
 }
 
@@ -185,8 +187,7 @@ metrics::Server::ProbeAnswer Supervisor::probe(metrics::http::Path path) const {
   for (const auto& [name, program] : programs_)
     for (const auto& w : program.workers) {
       ++slots;
-      ProgramMonitor::Readiness r{w->state() == WorkerState::Running, to_string(w->state())};
-      if (program.monitor) r = program.monitor->readiness(w->slot());
+      ProgramMonitor::Readiness r = readiness_of(*w, program.monitor.get());
       if (r.ready)
         ++ready;
       else if (first.empty())

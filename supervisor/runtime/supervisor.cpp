@@ -307,7 +307,7 @@ void Supervisor::check_container_fit() {
         "container: memory.oom.group is 1 ({}): an OOM kill at the container's {} takes every "
         "process in it, recycler too; a budget: {{scope: container, limit: 90%}} recycles a "
         "worker before",
-        container_->status().dir, units::format_size(*limit));
+        container_->dir(), units::format_size(*limit));
   uint64_t sum = 0;
   for (const auto& [name, program] : programs_)
     if (const auto& max = program.config->limits.memory_max)

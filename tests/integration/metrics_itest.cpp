@@ -266,7 +266,9 @@ time.sleep(1000)
   };
   probe_until("/readyz", "HTTP/1.1 200 OK ready: 1 workers\n");
   EXPECT_EQ(probe("/healthz"), "HTTP/1.1 200 OK ok\n");
-  EXPECT_THAT(http_exchange(port, "HEAD /readyz HTTP/1.1\r\n\r\n")->body, ::testing::IsEmpty());
+  auto head = http_exchange(port, "HEAD /readyz HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(head);
+  EXPECT_THAT(head->body, ::testing::IsEmpty());
 
   Cli recycle = cli({"recycle", "-c", cfg, "web"});
   ASSERT_EQ(recycle.code, 0) << recycle.err;
