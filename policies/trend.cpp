@@ -32,6 +32,37 @@ void envelope(std::span<const Point> points, double span, std::vector<Point>& ou
   }
 }
 
+struct Riser {
+  size_t from, to;  // the last bucket of the tread below, the first of the one above
+  double height;
+};
+
+// The rises of the floor `steps` past `threshold`, neighbouring ones joined; none
+// unless there are enough of them and the rises below the threshold (creep)
+// are a small share of the climb.
+std::vector<Riser> find_risers(std::span<const Point> steps, double threshold) {
+  constexpr size_t kMinRisers = 2;
+  constexpr double kMaxCreepShare = 0.25;
+  std::vector<Riser> risers;
+  double creep = 0, climbed = 0;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const double rise = steps[i].v - steps[i - 1].v;
+    if (rise <= threshold) {
+      creep += rise;
+      continue;
+    }
+    climbed += rise;
+    if (!risers.empty() && risers.back().to == i - 1) {
+      risers.back().to = i;
+      risers.back().height += rise;
+    } else {
+      risers.push_back({i - 1, i, rise});
+    }
+  }
+  if (risers.size() < kMinRisers || creep > kMaxCreepShare * climbed) return {};
+  return risers;
+}
+
 }  // namespace
 
 std::optional<double> theil_sen(std::span<const Point> points, std::vector<double>& scratch) {
@@ -111,8 +142,8 @@ double largest_fall(std::span<const Point> points) {
 
 std::optional<Staircase> find_staircase(std::span<const Point> floors, double width,
                                         std::vector<Point>& scratch) {
-  constexpr size_t kMinRisers = 2, kRecent = 4, kMinTread = 3;
-  constexpr double kRiserNoise = 4, kMaxCreepShare = 0.25, kSteadyShare = 0.5, kStopped = 2;
+  constexpr size_t kRecent = 4, kMinTread = 3;
+  constexpr double kRiserNoise = 4, kSteadyShare = 0.5, kStopped = 2;
   // The floor; and the noise: the median change from one bucket to the next,
   // which treads make (as long as risers and the edges of bumps are fewer).
   const size_t n = floors.size();
@@ -126,27 +157,8 @@ std::optional<Staircase> find_staircase(std::span<const Point> floors, double wi
   // figures (device memory) count as a riser.
   const double threshold = std::max(kRiserNoise * noise, 1e-3 * std::abs(scratch.back().v));
 
-  struct Riser {
-    size_t from, to;  // the last bucket of the tread below, the first of the one above
-    double height;
-  };
-  std::vector<Riser> risers;
-  double creep = 0, climbed = 0;
-  for (size_t i = 1; i < n; ++i) {
-    const double rise = scratch[i].v - scratch[i - 1].v;
-    if (rise <= threshold) {
-      creep += rise;
-      continue;
-    }
-    climbed += rise;
-    if (!risers.empty() && risers.back().to == i - 1) {
-      risers.back().to = i;
-      risers.back().height += rise;
-    } else {
-      risers.push_back({i - 1, i, rise});
-    }
-  }
-  if (risers.size() < kMinRisers || creep > kMaxCreepShare * climbed) return std::nullopt;
+  const std::vector<Riser> risers = find_risers(scratch, threshold);
+  if (risers.empty()) return std::nullopt;
   for (size_t k = 0; k < risers.size(); ++k) {
     const Riser& r = risers[k];
     // Steep: within two buckets' time (a gap in the samples is not a riser).

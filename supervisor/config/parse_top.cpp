@@ -171,6 +171,44 @@ std::optional<BudgetLimit> read_budget_limit(const Field& f, Report& r) {
   return BudgetLimit{*bytes, std::nullopt};
 }
 
+// After scope: rss, pss and uss are the workers' processes' alone.
+void read_budget_metric(const Field& v, BudgetConfig& b, Report& r) {
+  static constexpr std::string_view kMetrics[] = {"current", "anon", "rss", "pss", "uss"};
+  auto m = read_choice(v, kMetrics, r);
+  if (!m) return;
+  if (*m != "current" && *m != "anon" && b.scope != BudgetScope::Workers)
+    r.error(v.mark(), v.path + ": " + *m +
+                          " is summed over the workers' processes: "
+                          "scope: workers only (the host and a container have current "
+                          "and anon)");
+  else
+    b.metric = *m;
+}
+
+// pressure: {some_avg10|full_avg10, for}: exactly one of the two thresholds.
+void parse_budget_pressure(const Field& p, BudgetConfig& b, Report& r) {
+  auto pm = read_map(p, r, kBudgetPressureKeys);
+  if (!pm) return;
+  const Field* some = pm->get("some_avg10");
+  const Field* full = pm->get("full_avg10");
+  if (some && full)
+    return r.error(full->mark(), full->path + ": give some_avg10 or full_avg10, not both");
+  if (!some && !full)
+    return r.error(p.mark(), p.path +
+                                 ": needs some_avg10 or full_avg10, e.g. "
+                                 "pressure: {some_avg10: 20%, for: 30s}");
+  const Field* v = some ? some : full;
+  auto text = read_scalar(*v, "a percentage", r);
+  if (!text) return;
+  auto pct = read_percent(*v, *text, r);
+  if (!pct) return;
+  BudgetPressure pressure;
+  pressure.full = full != nullptr;
+  pressure.percent = *pct;
+  if (auto* d = pm->get("for")) set(pressure.held, read_duration(*d, r));
+  b.pressure = pressure;
+}
+
 }  // namespace
 
 // "20%" or 20: a share in (0, 100].
@@ -203,45 +241,10 @@ void parse_budget(const Field& f, const fs::path& base, std::optional<BudgetConf
     return;
   }
   if (auto* v = map->get("scope")) set(b.scope, read_choice(*v, kBudgetScopes, r));
-  if (auto* v = map->get("metric")) {
-    static constexpr std::string_view kMetrics[] = {"current", "anon", "rss", "pss", "uss"};
-    if (auto m = read_choice(*v, kMetrics, r)) {
-      if (*m != "current" && *m != "anon" && b.scope != BudgetScope::Workers)
-        r.error(v->mark(), v->path + ": " + *m +
-                               " is summed over the workers' processes: "
-                               "scope: workers only (the host and a container have current "
-                               "and anon)");
-      else
-        b.metric = *m;
-    }
-  }
+  if (auto* v = map->get("metric")) read_budget_metric(*v, b, r);
   if (auto* v = map->get("limit")) b.limit = read_budget_limit(*v, r);
   if (auto* v = map->get("for")) set(b.held, read_duration(*v, r));
-  if (auto* p = map->find("pressure")) {
-    auto pm = read_map(*p, r, kBudgetPressureKeys);
-    if (pm) {
-      const Field* some = pm->get("some_avg10");
-      const Field* full = pm->get("full_avg10");
-      if (some && full) {
-        r.error(full->mark(), full->path + ": give some_avg10 or full_avg10, not both");
-      } else if (!some && !full) {
-        r.error(p->mark(), p->path +
-                               ": needs some_avg10 or full_avg10, e.g. "
-                               "pressure: {some_avg10: 20%, for: 30s}");
-      } else {
-        const Field* v = some ? some : full;
-        if (auto text = read_scalar(*v, "a percentage", r)) {
-          if (auto pct = read_percent(*v, *text, r)) {
-            BudgetPressure pressure;
-            pressure.full = full != nullptr;
-            pressure.percent = *pct;
-            if (auto* d = pm->get("for")) set(pressure.held, read_duration(*d, r));
-            b.pressure = pressure;
-          }
-        }
-      }
-    }
-  }
+  if (auto* p = map->find("pressure")) parse_budget_pressure(*p, b, r);
   if (auto* v = map->get("horizon")) {
     b.horizon = read_positive_duration(*v, r, ": how far ahead the trend is projected");
     if (!map->get("limit"))

@@ -46,6 +46,69 @@ std::string worker_name(const BudgetCandidate& c) {
   return name;
 }
 
+// What choose() settles on: the candidate, the slope it was chosen by
+// (choose: fastest), and why, when a level's fallback gave it.
+struct Pick {
+  const BudgetCandidate* best = nullptr;
+  std::optional<double> best_slope;
+  std::string why;
+};
+
+// One preference level (rank): its candidate by `choose`, else the one that
+// grew the most (fastest), else the largest. `freed(c)`: what recycling c
+// frees; `slope(c)`: how fast it grows.
+template <typename Freed, typename Slope>
+void pick_in_level(const std::vector<BudgetCandidate>& candidates, int level,
+                   config::BudgetChoose choose, double need, Freed freed, Slope slope, Pick& pick) {
+  const BudgetCandidate* largest = nullptr;
+  const BudgetCandidate* grew_most = nullptr;
+  for (const BudgetCandidate& c : candidates) {
+    if (!c.eligible || rank(c.preference) != level) continue;
+    if (!largest || c.bytes > largest->bytes) largest = &c;
+    if (choose == config::BudgetChoose::Newest) {
+      if (!pick.best || c.started > pick.best->started) pick.best = &c;
+    } else if (choose == config::BudgetChoose::Fastest) {
+      double f = freed(c);
+      if (f > 0 && (!grew_most || f > freed(*grew_most))) grew_most = &c;
+      // Only one whose recycle frees what is needed: a small leaker
+      // recycled over and over while the others fill the box would not.
+      if (f < need) continue;
+      std::optional<double> s = slope(c);
+      if (s && *s > 0 && (!pick.best_slope || *s > *pick.best_slope)) {
+        pick.best = &c;
+        pick.best_slope = s;
+      }
+    }
+  }
+  if (pick.best) return;
+  if (choose == config::BudgetChoose::Fastest && grew_most) {
+    pick.best = grew_most;
+    pick.why = "grew the most, +" + format_size(static_cast<uint64_t>(freed(*pick.best))) +
+               " since it started, " + format_size(pick.best->bytes);
+  } else if (largest) {
+    pick.best = largest;
+    pick.why = std::string(choose == config::BudgetChoose::Largest ? "largest, "
+                                                                   : "largest (none grows), ") +
+               format_size(pick.best->bytes);
+  }
+}
+
+// The second half of the choice's reason: why this one.
+std::string explain(const Pick& pick, config::BudgetChoose choose, TimePoint now) {
+  const BudgetCandidate& best = *pick.best;
+  std::string why = pick.why;
+  if (pick.best_slope)
+    why = "fastest-growing, " + per_minute(*pick.best_slope) + ", " + format_size(best.bytes);
+  else if (choose == config::BudgetChoose::Newest)
+    why =
+        "newest, started " +
+        format_duration(whole_seconds(std::chrono::duration<double>(now - best.started).count())) +
+        " ago, " + format_size(best.bytes);
+  if (best.preference == BudgetPreference::Prefer) why += ", preferred";
+  if (best.preference == BudgetPreference::Avoid) why += ", avoided but nothing else is left";
+  return why;
+}
+
 }  // namespace
 
 std::optional<uint64_t> budget_figure(const policies::Sample& s, std::string_view metric) {
@@ -149,9 +212,6 @@ std::optional<std::string> Budget::trigger(const BudgetReading& r, std::optional
 }
 
 std::optional<BudgetChoice> Budget::choose(const BudgetReading& r, double need) {
-  const BudgetCandidate* best = nullptr;
-  std::optional<double> best_slope;
-  std::string why;
   // What recycling `c` frees: what it grew since it was first seen (its
   // replacement takes its start-up memory again).
   auto freed = [&](const BudgetCandidate& c) {
@@ -159,59 +219,21 @@ std::optional<BudgetChoice> Budget::choose(const BudgetReading& r, double need) 
     return it == workers_.end() ? 0.0
                                 : std::max(0.0, static_cast<double>(c.bytes) - it->second.first);
   };
-  for (int level = 0; level < 3 && !best; ++level) {
-    const BudgetCandidate* largest = nullptr;
-    const BudgetCandidate* grew_most = nullptr;
-    for (const BudgetCandidate& c : r.candidates) {
-      if (!c.eligible || rank(c.preference) != level) continue;
-      if (!largest || c.bytes > largest->bytes) largest = &c;
-      if (config_.choose == config::BudgetChoose::Newest) {
-        if (!best || c.started > best->started) best = &c;
-      } else if (config_.choose == config::BudgetChoose::Fastest) {
-        double f = freed(c);
-        if (f > 0 && (!grew_most || f > freed(*grew_most))) grew_most = &c;
-        // Only one whose recycle frees what is needed: a small leaker
-        // recycled over and over while the others fill the box would not.
-        if (f < need) continue;
-        std::optional<double> slope = slope_of(workers_.find(key_of(c))->second);
-        if (slope && *slope > 0 && (!best_slope || *slope > *best_slope)) {
-          best = &c;
-          best_slope = slope;
-        }
-      }
-    }
-    if (best) break;
-    if (config_.choose == config::BudgetChoose::Fastest && grew_most) {
-      best = grew_most;
-      why = "grew the most, +" + format_size(static_cast<uint64_t>(freed(*best))) +
-            " since it started, " + format_size(best->bytes);
-    } else if (largest) {
-      best = largest;
-      why =
-          std::string(config_.choose == config::BudgetChoose::Largest ? "largest, "
-                                                                      : "largest (none grows), ") +
-          format_size(best->bytes);
-    }
-  }
-  if (!best) return std::nullopt;
-  if (best_slope)
-    why = "fastest-growing, " + per_minute(*best_slope) + ", " + format_size(best->bytes);
-  else if (config_.choose == config::BudgetChoose::Newest)
-    why =
-        "newest, started " +
-        format_duration(whole_seconds(std::chrono::duration<double>(r.t - best->started).count())) +
-        " ago, " + format_size(best->bytes);
-  if (best->preference == BudgetPreference::Prefer) why += ", preferred";
-  if (best->preference == BudgetPreference::Avoid) why += ", avoided but nothing else is left";
+  auto slope = [&](const BudgetCandidate& c) { return slope_of(workers_.find(key_of(c))->second); };
+  Pick pick;
+  for (int level = 0; level < 3 && !pick.best; ++level)
+    pick_in_level(r.candidates, level, config_.choose, need, freed, slope, pick);
+  if (!pick.best) return std::nullopt;
+  const BudgetCandidate& best = *pick.best;
   BudgetChoice choice;
-  choice.program = best->program;
-  choice.slot = best->slot;
-  choice.pid = best->pid;
-  choice.bytes = best->bytes;
-  choice.slope = best_slope;
-  choice.reason = "recycling " + worker_name(*best) + ": " + why;
-  victim_ = key_of(*best);
-  victim_name_ = worker_name(*best);
+  choice.program = best.program;
+  choice.slot = best.slot;
+  choice.pid = best.pid;
+  choice.bytes = best.bytes;
+  choice.slope = pick.best_slope;
+  choice.reason = "recycling " + worker_name(best) + ": " + explain(pick, config_.choose, r.t);
+  victim_ = key_of(best);
+  victim_name_ = worker_name(best);
   return choice;
 }
 

@@ -153,7 +153,8 @@ void worker_series(TextWriter& w, const SupervisorStatus& s) {
   worker_outlook_series(w, s);
 }
 
-void program_counters(TextWriter& w, const SupervisorStatus& s) {
+// Recycles decided, each counted once per program (and per gang).
+void recycle_series(TextWriter& w, const SupervisorStatus& s) {
   std::set<std::string_view> present;
   for (const ProgramStatus& p : s.programs) present.insert(p.name);
   w.family("recycler_recycles_total",
@@ -169,55 +170,59 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
            Type::Counter);
   for (const ProgramStatus& p : s.programs)
     if (p.gang) w.sample("recycler_gang_recycles_total", {{"program", p.name}}, p.gang_recycles);
-  if (const auto& b = s.budget) {
-    const Label scope[] = {{"scope", b->scope}, {"metric", b->metric}};
-    w.family("recycler_budget_used_bytes",
-             "The budget's figure (config budget:): the sum of the workers', the host's or the "
-             "container's memory by its metric.",
-             Type::Gauge);
-    if (b->used) w.sample("recycler_budget_used_bytes", scope, *b->used);
-    w.family("recycler_budget_limit_bytes",
-             "The budget's limit, resolved (a percentage of the "
-             "host's or the container's memory).",
-             Type::Gauge);
-    if (b->limit) w.sample("recycler_budget_limit_bytes", scope, *b->limit);
-    w.family("recycler_budget_growth_bytes_per_second",
-             "How fast the budget's figure grows (Theil-Sen over budget.growth_window).",
-             Type::Gauge);
-    if (b->slope_bytes_per_s)
-      w.sample("recycler_budget_growth_bytes_per_second", scope, *b->slope_bytes_per_s);
-    w.family("recycler_budget_pressure_percent",
-             "The memory pressure the budget watches: PSI avg10, some or full.", Type::Gauge);
-    if (b->pressure)
-      w.sample("recycler_budget_pressure_percent",
-               {{"scope", b->scope}, {"kind", b->pressure_kind}}, *b->pressure);
-    w.family("recycler_budget_recycles_total",
-             "Workers the budget chose and recycled gracefully since recycler started or the "
-             "budget was reloaded.",
-             Type::Counter);
-    w.sample("recycler_budget_recycles_total", {{"scope", b->scope}}, b->recycles);
-  }
-  if (const auto& c = s.container) {
-    w.family("recycler_container_memory_bytes",
-             "Memory of the container recycler runs in (its memory cgroup's usage).", Type::Gauge);
-    if (c->current)
-      w.sample("recycler_container_memory_bytes", std::span<const Label>{}, *c->current);
-    w.family("recycler_container_memory_limit_bytes",
-             "The container's memory limit, as last read (a pod resized in place changes it).",
-             Type::Gauge);
-    if (c->limit)
-      w.sample("recycler_container_memory_limit_bytes", std::span<const Label>{}, *c->limit);
-    w.family("recycler_container_oom_kills_total",
-             "Processes the kernel's OOM killer ended in the container, recycler's workers or not.",
-             Type::Counter);
-    if (c->oom_kills)
-      w.sample("recycler_container_oom_kills_total", std::span<const Label>{}, *c->oom_kills);
-    w.family("recycler_container_memory_pressure_percent",
-             "The container's memory pressure, PSI some avg10 (cgroup v2).", Type::Gauge);
-    if (c->pressure)
-      w.sample("recycler_container_memory_pressure_percent", std::span<const Label>{},
-               *c->pressure);
-  }
+}
+
+void budget_series(TextWriter& w, const BudgetStatus& b) {
+  const Label scope[] = {{"scope", b.scope}, {"metric", b.metric}};
+  w.family("recycler_budget_used_bytes",
+           "The budget's figure (config budget:): the sum of the workers', the host's or the "
+           "container's memory by its metric.",
+           Type::Gauge);
+  if (b.used) w.sample("recycler_budget_used_bytes", scope, *b.used);
+  w.family("recycler_budget_limit_bytes",
+           "The budget's limit, resolved (a percentage of the "
+           "host's or the container's memory).",
+           Type::Gauge);
+  if (b.limit) w.sample("recycler_budget_limit_bytes", scope, *b.limit);
+  w.family("recycler_budget_growth_bytes_per_second",
+           "How fast the budget's figure grows (Theil-Sen over budget.growth_window).",
+           Type::Gauge);
+  if (b.slope_bytes_per_s)
+    w.sample("recycler_budget_growth_bytes_per_second", scope, *b.slope_bytes_per_s);
+  w.family("recycler_budget_pressure_percent",
+           "The memory pressure the budget watches: PSI avg10, some or full.", Type::Gauge);
+  if (b.pressure)
+    w.sample("recycler_budget_pressure_percent", {{"scope", b.scope}, {"kind", b.pressure_kind}},
+             *b.pressure);
+  w.family("recycler_budget_recycles_total",
+           "Workers the budget chose and recycled gracefully since recycler started or the "
+           "budget was reloaded.",
+           Type::Counter);
+  w.sample("recycler_budget_recycles_total", {{"scope", b.scope}}, b.recycles);
+}
+
+void container_series(TextWriter& w, const ContainerStatus& c) {
+  w.family("recycler_container_memory_bytes",
+           "Memory of the container recycler runs in (its memory cgroup's usage).", Type::Gauge);
+  if (c.current) w.sample("recycler_container_memory_bytes", std::span<const Label>{}, *c.current);
+  w.family("recycler_container_memory_limit_bytes",
+           "The container's memory limit, as last read (a pod resized in place changes it).",
+           Type::Gauge);
+  if (c.limit)
+    w.sample("recycler_container_memory_limit_bytes", std::span<const Label>{}, *c.limit);
+  w.family("recycler_container_oom_kills_total",
+           "Processes the kernel's OOM killer ended in the container, recycler's workers or not.",
+           Type::Counter);
+  if (c.oom_kills)
+    w.sample("recycler_container_oom_kills_total", std::span<const Label>{}, *c.oom_kills);
+  w.family("recycler_container_memory_pressure_percent",
+           "The container's memory pressure, PSI some avg10 (cgroup v2).", Type::Gauge);
+  if (c.pressure)
+    w.sample("recycler_container_memory_pressure_percent", std::span<const Label>{}, *c.pressure);
+}
+
+// Exits by reason, then the OOM kills among them again on their own.
+void exit_series(TextWriter& w, const SupervisorStatus& s) {
   w.family("recycler_exits_total",
            "Worker runs that ended, by program and reason: clean (asked for, or status 0), "
            "crash (a non-zero status), oom_kill (the kernel's OOM killer), signal (killed by a "
@@ -238,6 +243,9 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
            Type::Counter);
   for (const auto& [program, n] : oom_kills)
     w.sample("recycler_oom_kills_total", {{"program", program}}, n);
+}
+
+void notify_series(TextWriter& w, const SupervisorStatus& s) {
   w.family("recycler_notify_messages_total",
            "Messages read from the program's notify socket (request reports, READY=1, ...).",
            Type::Counter);
@@ -264,6 +272,14 @@ void program_counters(TextWriter& w, const SupervisorStatus& s) {
       w.sample("recycler_notify_answers_total", {{"program", p.name}, {"result", "dropped"}},
                *p.notify_answers_dropped);
   }
+}
+
+void program_counters(TextWriter& w, const SupervisorStatus& s) {
+  recycle_series(w, s);
+  if (s.budget) budget_series(w, *s.budget);
+  if (s.container) container_series(w, *s.container);
+  exit_series(w, s);
+  notify_series(w, s);
 }
 
 }  // namespace

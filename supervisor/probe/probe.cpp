@@ -189,6 +189,62 @@ bool reads_processes(unsigned needs, const CgroupReader* cgroup) {
          ((!cgroup || !cgroup->has_cpu_usage()) && (needs & kNeedsCpu));
 }
 
+namespace {
+
+// What probe_worker reads of each process, from its needs.
+struct ProcessReads {
+  bool list;         // each process's own sample
+  bool tree_memory;  // no cgroup: its memory is the sum over the processes
+  bool memory;
+  bool threads;
+  bool tree_cpu;  // the cgroup has no CPU figure: summed over the processes
+};
+
+// The processes' figures: each process's own, and the sums into `s` where
+// the cgroup's are missing.
+void probe_processes(const ProcessReader& procs, const std::vector<pid_t>& pids, pid_t main_pid,
+                     const ProcessReads& want, policies::Sample& s) {
+  // A process whose rss was read but not its anon (smaps_rollup not readable,
+  // no RssAnon before 4.5) would make the anon sum an underestimate: then it
+  // stays empty. No rss: the process is gone, and so is its memory.
+  bool anon_complete = true;
+  auto add_to_tree = [&](std::optional<uint64_t> rss, std::optional<uint64_t> anon) {
+    if (!rss) return;
+    s.current = s.current.value_or(0) + *rss;
+    if (anon)
+      s.anon = s.anon.value_or(0) + *anon;
+    else
+      anon_complete = false;
+  };
+  if (want.list) s.processes.reserve(pids.size());
+  for (pid_t pid : pids) {
+    policies::ProcessSample p;
+    p.pid = pid;
+    p.main = pid == main_pid;
+    if (want.memory) {
+      ProcessMemory m = procs.memory(pid, true);
+      p.rss = m.rss;
+      p.pss = m.pss;
+      p.uss = m.uss;
+      if (want.tree_memory) add_to_tree(m.rss, m.anon);
+    } else if (want.tree_memory) {
+      // status costs the same for any process; smaps_rollup grows with it.
+      StatusMemory m = procs.status_memory(pid);
+      add_to_tree(m.rss, m.anon);
+    }
+    if (want.threads) {
+      p.threads = procs.threads(pid);
+      if (p.threads) s.threads = s.threads.value_or(0) + *p.threads;
+    }
+    if (want.tree_cpu)  // a process that exited meanwhile adds nothing
+      if (auto cpu = procs.cpu_usec(pid)) s.cpu_usec = s.cpu_usec.value_or(0) + *cpu;
+    if (want.list) s.processes.push_back(p);
+  }
+  if (!anon_complete) s.anon.reset();
+}
+
+}  // namespace
+
 policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& procs,
                               const std::vector<pid_t>& pids, pid_t main_pid, unsigned needs,
                               policies::TimePoint now) {
@@ -209,48 +265,13 @@ policies::Sample probe_worker(const CgroupReader* cgroup, const ProcessReader& p
   if (cgroup_cpu && (needs & kNeedsCpu)) s.cpu_usec = cgroup->cpu_usec();
 
   if (!reads_processes(needs, cgroup)) return s;
-  const bool list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
-  const bool tree_memory = !cgroup && cgroup_memory;  // no cgroup: sum over the processes
-  const bool memory = needs & kNeedsProcessMemory;
-  const bool threads = needs & kNeedsThreads;
-  const bool tree_cpu = !cgroup_cpu && (needs & kNeedsCpu);
-  // A process whose rss was read but not its anon (smaps_rollup not readable,
-  // no RssAnon before 4.5) would make the anon sum an underestimate: then it
-  // stays empty. No rss: the process is gone, and so is its memory.
-  bool anon_complete = true;
-  auto add_to_tree = [&](std::optional<uint64_t> rss, std::optional<uint64_t> anon) {
-    if (!rss) return;
-    s.current = s.current.value_or(0) + *rss;
-    if (anon)
-      s.anon = s.anon.value_or(0) + *anon;
-    else
-      anon_complete = false;
-  };
-  if (list) s.processes.reserve(pids.size());
-  for (pid_t pid : pids) {
-    ProcessSample p;
-    p.pid = pid;
-    p.main = pid == main_pid;
-    if (memory) {
-      ProcessMemory m = procs.memory(pid, true);
-      p.rss = m.rss;
-      p.pss = m.pss;
-      p.uss = m.uss;
-      if (tree_memory) add_to_tree(m.rss, m.anon);
-    } else if (tree_memory) {
-      // status costs the same for any process; smaps_rollup grows with it.
-      StatusMemory m = procs.status_memory(pid);
-      add_to_tree(m.rss, m.anon);
-    }
-    if (threads) {
-      p.threads = procs.threads(pid);
-      if (p.threads) s.threads = s.threads.value_or(0) + *p.threads;
-    }
-    if (tree_cpu)  // a process that exited meanwhile adds nothing
-      if (auto cpu = procs.cpu_usec(pid)) s.cpu_usec = s.cpu_usec.value_or(0) + *cpu;
-    if (list) s.processes.push_back(p);
-  }
-  if (!anon_complete) s.anon.reset();
+  ProcessReads want;
+  want.list = needs & (kNeedsProcessMemory | kNeedsThreads | kNeedsProcesses);
+  want.tree_memory = !cgroup && cgroup_memory;
+  want.memory = needs & kNeedsProcessMemory;
+  want.threads = needs & kNeedsThreads;
+  want.tree_cpu = !cgroup_cpu && (needs & kNeedsCpu);
+  probe_processes(procs, pids, main_pid, want, s);
   return s;
 }
 

@@ -29,6 +29,111 @@ std::optional<std::string> read_small(const std::string& path) {
   return std::move(text.value());
 }
 
+// One worker as the budget's candidate(s): itself, or (its program's budget
+// scope: process) each of its processes but the main one.
+void add_candidates(const engine::BudgetCandidate& c, const policies::Sample& s,
+                    std::optional<uint64_t> bytes, bool processes, const std::string& metric,
+                    std::vector<engine::BudgetCandidate>& candidates) {
+  if (!processes) {
+    if (!bytes) return;
+    engine::BudgetCandidate wc = c;
+    wc.bytes = *bytes;
+    candidates.push_back(wc);
+    return;
+  }
+  for (const policies::ProcessSample& p : s.processes) {
+    std::optional<uint64_t> own = engine::budget_figure(p, metric);
+    if (p.main || !own) continue;
+    engine::BudgetCandidate pc = c;
+    pc.pid = p.pid;
+    pc.bytes = *own;
+    pc.eligible = c.eligible && !p.recycling;
+    candidates.push_back(pc);
+  }
+}
+
+// The workers' last samples: their candidates into `r`, and the sum of their
+// figures (nullopt when none had one).
+std::optional<uint64_t> read_workers(const Programs& programs, const std::string& metric,
+                                     TimePoint now, engine::BudgetReading& r) {
+  uint64_t sum = 0;
+  bool summed = false;
+  for (auto& [name, program] : programs) {
+    if (!program.monitor || program.replacing) continue;
+    const config::ProgramConfig& cfg = *program.config;
+    const engine::RecycleController& ctl = program.monitor->controller();
+    bool processes = cfg.budget_processes();
+    for (const auto& w : program.workers) {
+      unsigned slot = w->slot();
+      const policies::Sample* s = ctl.last_sample(slot);
+      std::optional<TimePoint> started = ctl.run_started_at(slot);
+      if (!s || !started) continue;
+      std::optional<uint64_t> bytes = engine::budget_figure(*s, metric);
+      if (bytes) {
+        sum += *bytes;
+        summed = true;
+      }
+      if (cfg.budget.preference == config::BudgetPreference::Omit) continue;
+      bool eligible = ctl.running(slot) && w->state() == WorkerState::Running && !w->recycling() &&
+                      now - *started >= cfg.min_uptime;
+      engine::BudgetCandidate c{name, slot, 0, 0, *started, cfg.budget.preference, eligible};
+      add_candidates(c, *s, bytes, processes, metric, r.candidates);
+    }
+  }
+  if (!summed) return std::nullopt;
+  return sum;
+}
+
+// The scope's own figures into `r`; returns the file its pressure is read
+// from ("" when it has none).
+std::string read_scope(const config::BudgetConfig& config, const BudgetWatch::Sources& sources,
+                       std::optional<uint64_t> workers_sum, engine::BudgetReading& r) {
+  const std::string& metric = config.metric;
+  switch (config.scope) {
+    case BudgetScope::Workers: {
+      if (workers_sum) r.used = workers_sum;
+      return sources.v2 && !sources.workers.empty() ? sources.workers + "/memory.pressure"
+                                                    : std::string();
+    }
+    case BudgetScope::Host: {
+      return sources.proc + "/pressure/memory";
+    }
+    case BudgetScope::Container: {
+      const std::string& dir = sources.container;
+      if (dir.empty()) break;
+      if (metric == "anon") {
+        probe::CgroupMemory m;
+        if (auto stat = read_small(dir + "/memory.stat"))
+          probe::parse_memory_stat(*stat, sources.v2, m);
+        r.used = m.anon;
+      } else {
+        r.used = read_memory_current(dir, sources.v2);
+      }
+      r.capacity = read_memory_limit(dir, sources.v2);
+      return sources.v2 ? dir + "/memory.pressure" : std::string();
+    }
+  }
+  return std::string();
+}
+
+// The host's figures: scope host, and the capacity of a percentage
+// wherever the container has no limit of its own.
+void read_host(const config::BudgetConfig& config, const BudgetWatch::Sources& sources,
+               engine::BudgetReading& r) {
+  bool percent = config.limit && config.limit->percent;
+  if (config.scope != BudgetScope::Host && (!percent || r.capacity)) return;
+  auto text = read_small(sources.proc + "/meminfo");
+  if (!text) return;
+  probe::HostMemory m = probe::parse_meminfo(*text);
+  if (!r.capacity) r.capacity = m.total;
+  if (config.scope == BudgetScope::Host) {
+    if (config.metric == "anon")
+      r.used = m.anon;
+    else if (m.total && m.available && *m.available <= *m.total)
+      r.used = *m.total - *m.available;
+  }
+}
+
 }  // namespace
 
 BudgetWatch::Sources budget_sources(const cgroup::Manager& cgroups, const cgroup::Paths& paths) {
@@ -80,96 +185,16 @@ void BudgetWatch::unreadable(const std::string& what) {
 engine::BudgetReading BudgetWatch::read(TimePoint now) {
   engine::BudgetReading r;
   r.t = now;
-  const std::string& metric = config_.metric;
-  uint64_t sum = 0;
-  bool summed = false;
-  for (auto& [name, program] : programs_) {
-    if (!program.monitor || program.replacing) continue;
-    const config::ProgramConfig& cfg = *program.config;
-    const engine::RecycleController& ctl = program.monitor->controller();
-    bool processes = cfg.budget_processes();
-    for (const auto& w : program.workers) {
-      unsigned slot = w->slot();
-      const policies::Sample* s = ctl.last_sample(slot);
-      std::optional<TimePoint> started = ctl.run_started_at(slot);
-      if (!s || !started) continue;
-      std::optional<uint64_t> bytes = engine::budget_figure(*s, metric);
-      if (bytes) {
-        sum += *bytes;
-        summed = true;
-      }
-      if (cfg.budget.preference == config::BudgetPreference::Omit) continue;
-      bool eligible = ctl.running(slot) && w->state() == WorkerState::Running && !w->recycling() &&
-                      now - *started >= cfg.min_uptime;
-      engine::BudgetCandidate c{name, slot, 0, 0, *started, cfg.budget.preference, eligible};
-      if (!processes) {
-        if (!bytes) continue;
-        c.bytes = *bytes;
-        r.candidates.push_back(c);
-        continue;
-      }
-      for (const policies::ProcessSample& p : s->processes) {
-        std::optional<uint64_t> own = engine::budget_figure(p, metric);
-        if (p.main || !own) continue;
-        engine::BudgetCandidate pc = c;
-        pc.pid = p.pid;
-        pc.bytes = *own;
-        pc.eligible = eligible && !p.recycling;
-        r.candidates.push_back(pc);
-      }
-    }
-  }
-  std::string pressure_file;
-  switch (config_.scope) {
-    case BudgetScope::Workers: {
-      if (summed) r.used = sum;
-      pressure_file = sources_.v2 && !sources_.workers.empty()
-                          ? sources_.workers + "/memory.pressure"
-                          : std::string();
-      break;
-    }
-    case BudgetScope::Host: {
-      pressure_file = sources_.proc + "/pressure/memory";
-      break;
-    }
-    case BudgetScope::Container: {
-      const std::string& dir = sources_.container;
-      if (dir.empty()) break;
-      if (metric == "anon") {
-        probe::CgroupMemory m;
-        if (auto stat = read_small(dir + "/memory.stat"))
-          probe::parse_memory_stat(*stat, sources_.v2, m);
-        r.used = m.anon;
-      } else {
-        r.used = read_memory_current(dir, sources_.v2);
-      }
-      r.capacity = read_memory_limit(dir, sources_.v2);
-      pressure_file = sources_.v2 ? dir + "/memory.pressure" : std::string();
-      break;
-    }
-  }
-  // The host's figures: scope host, and the capacity of a percentage
-  // wherever the container has no limit of its own.
-  bool percent = config_.limit && config_.limit->percent;
-  if (config_.scope == BudgetScope::Host || (percent && !r.capacity)) {
-    if (auto text = read_small(sources_.proc + "/meminfo")) {
-      probe::HostMemory m = probe::parse_meminfo(*text);
-      if (!r.capacity) r.capacity = m.total;
-      if (config_.scope == BudgetScope::Host) {
-        if (metric == "anon")
-          r.used = m.anon;
-        else if (m.total && m.available && *m.available <= *m.total)
-          r.used = *m.total - *m.available;
-      }
-    }
-  }
+  std::optional<uint64_t> workers_sum = read_workers(programs_, config_.metric, now, r);
+  std::string pressure_file = read_scope(config_, sources_, workers_sum, r);
+  read_host(config_, sources_, r);
   if (config_.pressure)
     if (auto text = read_small(pressure_file))
       r.pressure = probe::parse_pressure_avg10(*text, config_.pressure->full);
 
   if (config_.limit && !r.used && config_.scope != BudgetScope::Workers && !warned_used_) {
     warned_used_ = true;
-    unreadable(std::string(to_string(config_.scope)) + " " + metric);
+    unreadable(std::string(to_string(config_.scope)) + " " + config_.metric);
   }
   if (config_.pressure && !r.pressure && !warned_pressure_ && !pressure_file.empty()) {
     warned_pressure_ = true;

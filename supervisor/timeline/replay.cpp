@@ -10,6 +10,44 @@
 #include "supervisor/timeline/trace.h"
 
 namespace recycler::timeline {
+namespace {
+
+// The simulated worker: it does at once what the engine's commands ask, on
+// the replay's clock.
+struct SimulatedWorker {
+  SimulatedWorker(engine::RecycleController& c, const TimePoint& clock)
+      : controller(c), now(clock) {}
+
+  engine::RecycleController& controller;
+  const TimePoint& now;
+  std::optional<TimePoint> checkpoint_deadline;
+  std::vector<pid_t> exiting;  // signalled: gone before the next Sample
+
+  void carry_out() {
+    for (std::vector<engine::Command> batch = controller.take(); !batch.empty();
+         batch = controller.take())
+      for (engine::Command& command : batch)
+        std::visit(
+            [&](auto& c) {
+              using C = std::decay_t<decltype(c)>;
+              if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
+                controller.checkpoint_sent(0, 0);
+              } else if constexpr (std::is_same_v<C, engine::SignalProcess>) {
+                controller.process_signalled(0, c.pid, engine::Signalled::Sent);
+                exiting.push_back(c.pid);
+              } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
+                checkpoint_deadline = now + c.delay;
+              } else if constexpr (std::is_same_v<C, engine::CancelCheckpointTimer>) {
+                checkpoint_deadline.reset();
+              }
+              // RecycleWorker: under way to the end of the trace. Record, Log:
+              // the runtime's timeline rows and log lines, not replay's output.
+            },
+            command);
+  }
+};
+
+}  // namespace
 
 ReplayRun replay_run(const config::ProgramConfig& program,
                      const std::vector<policies::Sample>& samples, const ReplayOptions& options) {
@@ -31,45 +69,21 @@ ReplayRun replay_run(const config::ProgramConfig& program,
     out.acted.push_back({seconds(now), std::string(policies[i]->name()), d});
   });
 
-  // The simulated worker.
-  std::optional<TimePoint> checkpoint_deadline;
-  std::vector<pid_t> exiting;  // signalled: gone before the next Sample
-  auto carry_out = [&] {
-    for (std::vector<engine::Command> batch = controller.take(); !batch.empty();
-         batch = controller.take())
-      for (engine::Command& command : batch)
-        std::visit(
-            [&](auto& c) {
-              using C = std::decay_t<decltype(c)>;
-              if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
-                controller.checkpoint_sent(0, 0);
-              } else if constexpr (std::is_same_v<C, engine::SignalProcess>) {
-                controller.process_signalled(0, c.pid, engine::Signalled::Sent);
-                exiting.push_back(c.pid);
-              } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
-                checkpoint_deadline = now + c.delay;
-              } else if constexpr (std::is_same_v<C, engine::CancelCheckpointTimer>) {
-                checkpoint_deadline.reset();
-              }
-              // RecycleWorker: under way to the end of the trace. Record, Log:
-              // the runtime's timeline rows and log lines, not replay's output.
-            },
-            command);
-  };
+  SimulatedWorker worker(controller, now);
 
   controller.run_started(0, 1, TimePoint{}, 0, options.seed);
-  carry_out();
+  worker.carry_out();
   for (const policies::Sample& sample : samples) {
-    if (checkpoint_deadline && *checkpoint_deadline <= sample.t) {
-      now = *checkpoint_deadline;
-      checkpoint_deadline.reset();
+    if (worker.checkpoint_deadline && *worker.checkpoint_deadline <= sample.t) {
+      now = *worker.checkpoint_deadline;
+      worker.checkpoint_deadline.reset();
       controller.checkpoint_timer_fired(0);
-      carry_out();
+      worker.carry_out();
     }
     now = sample.t;
-    for (pid_t pid : std::exchange(exiting, {})) controller.process_exited(0, pid);
+    for (pid_t pid : std::exchange(worker.exiting, {})) controller.process_exited(0, pid);
     controller.sampled(0, sample);
-    carry_out();
+    worker.carry_out();
     if (stop) break;
   }
   return out;

@@ -85,6 +85,53 @@ std::string known_columns() {
   return out;
 }
 
+// One cell's figure into the row's sample, or into its one process for a
+// process's figure (a trace has one process, pid 1); true for the latter.
+bool put_cell(Column c, uint64_t v, Sample& s, ProcessSample& p) {
+  switch (c) {
+    case Column::T:
+      break;
+    case Column::Current:
+      s.current = v;
+      break;
+    case Column::Anon:
+      s.anon = v;
+      break;
+    case Column::File:
+      s.file = v;
+      break;
+    case Column::Device:
+      s.device = v;
+      break;
+    case Column::Rss:
+      p.rss = v;
+      break;
+    case Column::Pss:
+      p.pss = v;
+      break;
+    case Column::Uss:
+      p.uss = v;
+      break;
+    case Column::Requests:
+      s.requests = p.requests = v;
+      break;
+    case Column::Threads:
+      s.threads = p.threads = static_cast<uint32_t>(v);
+      break;
+    case Column::Gpu:
+      s.gpu = p.gpu = v;
+      break;
+    case Column::GpuTotal:
+      s.gpu_total = v;
+      break;
+    case Column::Iteration:
+      s.iteration = v;
+      break;
+  }
+  return c == Column::Rss || c == Column::Pss || c == Column::Uss || c == Column::Requests ||
+         c == Column::Threads || c == Column::Gpu;
+}
+
 class Reader {
  public:
   explicit Reader(const std::string& name) : name_(name) {}
@@ -142,48 +189,7 @@ class Reader {
       if (cell.empty()) continue;
       uint64_t v = 0;
       if (auto e = number(line, c, cell, v)) return e;
-      switch (c) {
-        case Column::T:
-          break;
-        case Column::Current:
-          s.current = v;
-          break;
-        case Column::Anon:
-          s.anon = v;
-          break;
-        case Column::File:
-          s.file = v;
-          break;
-        case Column::Device:
-          s.device = v;
-          break;
-        case Column::Rss:
-          p.rss = v;
-          break;
-        case Column::Pss:
-          p.pss = v;
-          break;
-        case Column::Uss:
-          p.uss = v;
-          break;
-        case Column::Requests:
-          s.requests = p.requests = v;
-          break;
-        case Column::Threads:
-          s.threads = p.threads = static_cast<uint32_t>(v);
-          break;
-        case Column::Gpu:
-          s.gpu = p.gpu = v;
-          break;
-        case Column::GpuTotal:
-          s.gpu_total = v;
-          break;
-        case Column::Iteration:
-          s.iteration = v;
-          break;
-      }
-      process = process || c == Column::Rss || c == Column::Pss || c == Column::Uss ||
-                c == Column::Requests || c == Column::Threads || c == Column::Gpu;
+      if (put_cell(c, v, s, p)) process = true;
     }
     if (process) s.processes.push_back(p);
     out.push_back(std::move(s));
