@@ -10,49 +10,13 @@
 #include "supervisor/cgroup/files.h"
 #include "supervisor/config/devices.h"
 #include "supervisor/log/log.h"
+#include "supervisor/runtime/monitor_slot.h"
 #include "supervisor/util/fd.h"
 
 namespace recycler {
 
 using log::Level;
 using units::format_duration;
-
-struct ProgramMonitor::Slot {
-  explicit Slot(Worker& w) : worker(&w), index(w.slot()) {}
-
-  Worker* worker;
-  unsigned index;
-  std::optional<unsigned> generation;  // of the run being sampled
-  std::unique_ptr<Timer> tick;
-  std::unique_ptr<Timer> checkpoint_timeout;
-  // watchdog.timeout: due when the run has been silent that long, then a
-  // sample (watch_silence); moved on by each WATCHDOG=1 or iteration.
-  std::unique_ptr<Timer> silence;
-  TimePoint silent_at{};
-  // The cgroup outlives runs, and so does its kernel watch (a surge moves
-  // the slot to its other cgroup: then the watch is made afresh).
-  std::unique_ptr<probe::MemoryWatch> watch;
-  bool watch_tried = false;
-  const cgroup::WorkerCgroup* watched = nullptr;
-  unsigned follow_ups = 0;  // close samples left after a kernel event
-  TimePoint last_sample{};
-  TimePoint last_tick{};  // the sampling tick's, while armed (the watchdog's view)
-  std::optional<timeline::TimelineWriter> timeline;
-  bool timeline_tried = false;
-  // diagnose: under way; the commands that came after it, held until it is done.
-  std::unique_ptr<Diagnosis> diagnosis;
-  std::vector<engine::Command> held;
-  // drain.unready_for: the slot is unready and its recycle (in `held`) waits
-  // for this timer; `drained` lets that recycle through when it fires.
-  std::unique_ptr<Timer> drain;
-  bool drained = false;
-  // The runs (generations) that have sent READY=1: the current one, and a
-  // surge's next one, which becomes current when it takes over.
-  std::optional<unsigned> ready_run, ready_next;
-  // The whole GPUs (NVML indexes) its CUDA_VISIBLE_DEVICES gives it alone
-  // (devices:, no other slot of the program on them); empty otherwise.
-  std::vector<unsigned> pinned_gpus;
-};
 
 namespace {
 
@@ -462,110 +426,6 @@ bool ProgramMonitor::is_member(Slot& slot, pid_t pid) {
   return controller_.known_member(slot.index, pid);
 }
 
-void ProgramMonitor::run_commands() {
-  // Carrying out a command may lead to more (a recycle stops the worker, and
-  // the controller hears of it): each batch is taken before it runs.
-  for (std::vector<engine::Command> batch = controller_.take(); !batch.empty();
-       batch = controller_.take())
-    for (engine::Command& c : batch) execute(c);
-}
-
-void ProgramMonitor::execute(engine::Command& command) {
-  std::visit(
-      [this](auto& c) {
-        using C = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<C, engine::Log>) {
-          if (!c.event.empty())
-            log::event(c.level, c.event, c.message, c.fields);
-          else if (log::enabled(c.level))
-            log::message(c.level, c.message);
-        } else {
-          Slot& slot = *slots_.at(c.slot);
-          Worker& w = *slot.worker;
-          if (slot.diagnosis || slot.drain) {  // the recycle waits for its evidence or drain
-            slot.held.emplace_back(std::in_place_type<C>, std::move(c));
-            return;
-          }
-          if constexpr (std::is_same_v<C, engine::Diagnose>) {
-            diagnose(slot, c);
-          } else if constexpr (std::is_same_v<C, engine::RecycleWorker>) {
-            if (drain_first(slot)) {
-              slot.held.emplace_back(std::in_place_type<C>, std::move(c));
-              return;
-            }
-            RecycleCause cause{std::move(c.reason), c.resume};
-            // A gang's ranks go together (after a recycle loop's delay, all).
-            bool done = gang_ ? gang_->recycle(c.slot, std::move(cause), false, c.delay)
-                              : w.recycle(c.delay, std::move(cause));
-            if (!done) controller_.recycle_refused(c.slot);
-          } else if constexpr (std::is_same_v<C, engine::AskCheckpoint>) {
-            pid_t pid = w.pid().value_or(0);
-            if (gang_) {  // every rank checkpoints, then all stop and start together
-              if (!gang_->recycle(c.slot, RecycleCause{c.reason, false}, true))
-                controller_.checkpoint_failed(c.slot, pid, "it is not running");
-              return;
-            }
-            if (int err = w.checkpoint(c.signal, RecycleCause{c.reason, true}); err != 0)
-              controller_.checkpoint_failed(c.slot, pid, std::strerror(err));
-            else
-              controller_.checkpoint_sent(c.slot, pid);
-          } else if constexpr (std::is_same_v<C, engine::SignalProcess>) {
-            unsigned index = c.slot;
-            pid_t pid = c.pid;
-            // The worker may outlive this monitor (a reload replaces it).
-            std::weak_ptr<ProgramMonitor*> self = self_;
-            engine::Signalled r = w.signal_process(
-                pid, c.signal,
-                [self, index, pid] {
-                  if (auto alive = self.lock()) {
-                    (*alive)->controller_.process_exited(index, pid);
-                    (*alive)->run_commands();
-                  }
-                },
-                [self, index, pid] {
-                  if (auto alive = self.lock()) {
-                    (*alive)->controller_.process_left(index, pid);
-                    (*alive)->run_commands();
-                  }
-                });
-            controller_.process_signalled(index, pid, r);
-          } else if constexpr (std::is_same_v<C, engine::ArmCheckpointTimer>) {
-            unsigned index = c.slot;
-            slot.checkpoint_timeout = ctx_.timers.after(c.delay, [this, index] {
-              controller_.checkpoint_timer_fired(index);
-              run_commands();
-            });
-          } else if constexpr (std::is_same_v<C, engine::CancelCheckpointTimer>) {
-            slot.checkpoint_timeout.reset();
-          } else if constexpr (std::is_same_v<C, engine::Record>) {
-            if (!slot.timeline) return;
-            if (Status s = slot.timeline->event(c.event, c.pid, c.detail); !s)
-              log::warn("{}: timeline: {}", w.name(), s.error().message);
-          }
-        }
-      },
-      command);
-}
-
-bool ProgramMonitor::drain_first(Slot& slot) {
-  if (std::exchange(slot.drained, false)) return false;
-  const Worker& w = *slot.worker;
-  if (!program_->drain_unready_for || gang_ || w.state() != WorkerState::Running) return false;
-  Duration wait = *program_->drain_unready_for;
-  log::info("{}: unready for {} before its recycle (drain.unready_for)", w.name(),
-            units::format_duration(wait));
-  unsigned index = slot.index;
-  slot.drain = ctx_.timers.after(wait, [this, index] {
-    Slot& s = *slots_.at(index);
-    s.drain.reset();
-    s.drained = true;
-    for (engine::Command& c : std::exchange(s.held, {})) execute(c);
-    s.drained = false;
-    run_commands();
-  });
-  return true;
-}
-
 ProgramMonitor::Readiness ProgramMonitor::readiness(unsigned index) const {
   if (index >= slots_.size()) return {false, "no such slot"};
   const Slot& slot = *slots_[index];
@@ -584,53 +444,6 @@ ProgramMonitor::Readiness ProgramMonitor::readiness(unsigned index) const {
   if (needs_ready && slot.ready_run != w.generation() && slot.ready_next != w.generation())
     return {false, "no READY=1 from this run yet"};
   return {true, ""};
-}
-
-void ProgramMonitor::diagnose(Slot& slot, const engine::Diagnose& asked) {
-  if (!program_->diagnose || !ctx_.launcher || !ctx_.base_env) return;
-  Worker& w = *slot.worker;
-  std::weak_ptr<ProgramMonitor*> self = self_;
-  unsigned index = slot.index;
-  slot.diagnosis = std::make_unique<Diagnosis>(
-      *ctx_.launcher, ctx_.timers, *ctx_.base_env, *program_, w.name(), slot.index, w.generation(),
-      asked, [&w](int signal) { return w.signal(signal); },
-      [self, index, asked](Diagnosis::Outcome outcome) {
-        if (auto alive = self.lock())
-          (*alive)->diagnosed(*(*alive)->slots_.at(index), asked, std::move(outcome));
-      });
-}
-
-// The evidence is in: logged (and kept beside the timeline), then the
-// recycle it held goes ahead.
-void ProgramMonitor::diagnosed(Slot& slot, const engine::Diagnose& asked,
-                               Diagnosis::Outcome outcome) {
-  Worker& w = *slot.worker;
-  std::string kept;
-  if (slot.timeline && !program_->diagnose->command.empty()) {
-    if (auto path = slot.timeline->diagnosis(outcome.output))
-      kept = *path;
-    else
-      log::warn("{}: timeline: {}", w.name(), path.error().message);
-  }
-  log::Fields fields{{"program", program_->name},
-                     {"slot", slot.index},
-                     {"pid", asked.pid},
-                     {"policy", asked.policy},
-                     {"took_s", static_cast<double>(outcome.took.count()) / 1000.0}};
-  if (!kept.empty()) fields.emplace_back("file", kept);
-  log::event(
-      Level::Info, "diagnosed",
-      fmt::format("{} diagnosed before its recycle ({} policy): {}{}", w.name(), asked.policy,
-                  outcome.what, kept.empty() ? std::string() : "; output in " + kept),
-      std::move(fields));
-  if (slot.timeline) {
-    if (Status s = slot.timeline->event("diagnosed", asked.pid, kept.empty() ? outcome.what : kept);
-        !s)
-      log::warn("{}: timeline: {}", w.name(), s.error().message);
-  }
-  slot.diagnosis.reset();
-  for (engine::Command& c : std::exchange(slot.held, {})) execute(c);
-  run_commands();
 }
 
 }  // namespace recycler

@@ -163,6 +163,14 @@ class ProgramMonitor final : public WorkerObserver, public notify::Receiver {
   // Carries out the controller's commands (and those they lead to).
   void run_commands();
   void execute(engine::Command& command);
+  // One command of the controller's, for `slot` (monitor_commands.cpp).
+  void carry_out(Slot& slot, engine::Diagnose& c);
+  void carry_out(Slot& slot, engine::RecycleWorker& c);
+  void carry_out(Slot& slot, engine::AskCheckpoint& c);
+  void carry_out(Slot& slot, engine::SignalProcess& c);
+  void carry_out(Slot& slot, engine::ArmCheckpointTimer& c);
+  void carry_out(Slot& slot, engine::CancelCheckpointTimer& c);
+  void carry_out(Slot& slot, engine::Record& c);
   // config diagnose: (diagnosis.h); the slot's later commands wait for it.
   void diagnose(Slot& slot, const engine::Diagnose& asked);
   // drain.unready_for: true when a recycle of `slot` must wait, unready,

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "policies/base/units.h"
+#include "supervisor/log/log.h"
 #include "supervisor/util/fd.h"
 #include "supervisor/util/pidfd.h"
 
@@ -101,6 +102,43 @@ std::string requeue_slurm_job(const std::optional<std::string>& job_id, Duration
   if (WIFEXITED(*status))
     return "scontrol requeue " + id + " exited with status " + std::to_string(WEXITSTATUS(*status));
   return "scontrol requeue " + id + " was killed by " + units::signal_name(WTERMSIG(*status));
+}
+
+void Preemption::begin(const config::PreemptConfig& p, const Programs& programs,
+                       std::function<void()> at_deadline) {
+  active_ = true;
+  std::string sig = units::signal_name(p.signal);
+  std::string checkpointing;
+  for (const auto& [name, program] : programs)
+    if (program.config && program.config->checkpoints())
+      checkpointing += fmt::format(
+          "{}{} within {}", checkpointing.empty() ? "checkpointing " : ", ", name,
+          units::format_duration(config::preempt_checkpoint_window(*program.config, p.deadline)));
+  std::string then = p.then == config::PreemptThen::Requeue
+                         ? fmt::format("requeue the job and exit {}", p.exit_status())
+                         : fmt::format("exit {}", p.exit_status());
+  log::event(log::Level::Warn, "preempt",
+             fmt::format("{}: preempted; {}stopping every program within {}, then {}", sig,
+                         checkpointing.empty() ? "no program checkpoints; " : checkpointing + "; ",
+                         units::format_duration(p.deadline), then),
+             {{"signal", sig},
+              {"deadline_s", static_cast<double>(p.deadline.count()) / 1000.0},
+              {"then", std::string(config::to_string(p.then))},
+              {"exit_code", p.exit_status()}});
+  requeue_ = p.then == config::PreemptThen::Requeue;
+  deadline_ = timers_.after(p.deadline, [d = p.deadline, at_deadline = std::move(at_deadline)] {
+    log::warn("preempt: {} passed; killing every worker still running", units::format_duration(d));
+    at_deadline();
+  });
+}
+
+void Preemption::requeue_if_asked() const {
+  if (!requeue_) return;
+  std::string why = requeue_slurm_job(slurm_job_id(), kRequeueTimeout);
+  if (why.empty())
+    log::info("preempt: requeued Slurm job {}", *slurm_job_id());
+  else
+    log::error("preempt: cannot requeue the job: {}", why);
 }
 
 }  // namespace recycler

@@ -11,10 +11,14 @@
 // Lightning's SLURMEnvironment(auto_requeue) do the same).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "supervisor/config/config.h"
+#include "supervisor/runtime/program.h"
+#include "supervisor/util/timers.h"
 
 namespace recycler {
 
@@ -35,5 +39,32 @@ std::optional<unsigned> slurm_restart_count();
 
 // How long requeue_slurm_job() waits for scontrol.
 inline constexpr Duration kRequeueTimeout = std::chrono::seconds(10);
+
+// A preemption under way: its announcement, its deadline, and the requeue
+// once every worker has stopped. The stop itself is the supervisor's.
+class Preemption {
+ public:
+  explicit Preemption(Timers& timers) : timers_(timers) {}
+
+  bool active() const { return active_; }
+  // Says what will happen (the `preempt` event: which programs checkpoint
+  // within what, the deadline, then what) and arms the deadline: when it
+  // passes, a warning and `at_deadline` (the scheduler's SIGKILL comes then:
+  // whatever still runs goes first).
+  void begin(const config::PreemptConfig& preempt, const Programs& programs,
+             std::function<void()> at_deadline);
+  // Every worker has stopped: the deadline no longer matters.
+  void disarm() { deadline_.reset(); }
+  // After the loop, with then: requeue: `scontrol requeue` of this Slurm job
+  // (logged either way). Its next run starts recycler again, whose trainers
+  // resume from their checkpoints.
+  void requeue_if_asked() const;
+
+ private:
+  Timers& timers_;
+  bool active_ = false;
+  bool requeue_ = false;
+  std::unique_ptr<Timer> deadline_;
+};
 
 }  // namespace recycler

@@ -38,4 +38,11 @@ struct Program {
 // By name.
 using Programs = std::map<std::string, Program>;
 
+// Every worker's sampling, for the watchdogs (watchdog.h) and /healthz.
+inline void sampling_progress(const Programs& programs, TimePoint now,
+                              std::vector<Progress>& progress) {
+  for (const auto& [name, program] : programs)
+    if (program.monitor) program.monitor->sampling_progress(now, progress);
+}
+
 }  // namespace recycler

@@ -13,6 +13,7 @@
 #include "supervisor/metrics/exporter.h"
 #include "supervisor/runtime/preempt.h"
 #include "supervisor/runtime/supervisor.h"
+#include "supervisor/worker/worker_checkpoints.h"
 
 namespace recycler {
 namespace {
@@ -83,7 +84,34 @@ void mark_for_oomd(const config::ProgramConfig& cfg, const cgroup::WorkerCgroup&
                to_string(cfg.budget.preference), why);
 }
 
+// Stops every worker of `program` (`force`: kills them), then `done` on a
+// later turn of the loop, so that it may destroy the workers it waited for
+// (a worker may report "stopped" synchronously).
+void stop_workers(Program& program, bool force, DeferredQueue& deferred,
+                  std::function<void()> done) {
+  auto pending = std::make_shared<size_t>(program.workers.size());
+  if (*pending == 0) {
+    deferred.defer(std::move(done));
+    return;
+  }
+  for (auto& w : program.workers) {
+    auto one_stopped = [&deferred, pending, done] {
+      if (--*pending == 0) deferred.defer(done);
+    };
+    if (force)
+      w->kill(one_stopped);
+    else
+      w->stop(one_stopped);
+  }
+}
+
 }  // namespace
+
+void clear_workers(Program& program, notify::Router& router) {
+  program.monitor.reset();
+  program.workers.clear();  // each removes its cgroup
+  router.remove(program.config->name);
+}
 
 void Supervisor::start_up() {
   StartUp::Steps steps{
@@ -102,7 +130,7 @@ void Supervisor::start_up() {
             // A requeued Slurm job's trainers resume from what its last run saved.
             if (auto n = slurm_restart_count(); n && program.config->checkpoints())
               for (auto& w : program.workers)
-                w->resume_at_next_start(
+                w->checkpoints().resume_at_next_start(
                     fmt::format("the Slurm job was requeued (SLURM_RESTART_COUNT={})", *n));
             program.start_workers();
           },
@@ -170,48 +198,23 @@ bool Supervisor::create_workers(Program& program) {
   return true;
 }
 
-void Supervisor::clear_workers(Program& program) {
-  program.monitor.reset();
-  program.workers.clear();  // each removes its cgroup
-  router_.remove(program.config->name);
-}
-
-void Supervisor::stop_workers(Program& program, bool force, std::function<void()> done) {
-  auto pending = std::make_shared<size_t>(program.workers.size());
-  if (*pending == 0) {
-    deferred_.defer(std::move(done));
-    return;
-  }
-  // A worker may report "stopped" synchronously; `done` runs on a later turn of
-  // the loop so that it may destroy the workers it waited for.
-  for (auto& w : program.workers) {
-    auto one_stopped = [this, pending, done] {
-      if (--*pending == 0) deferred_.defer(done);
-    };
-    if (force)
-      w->kill(one_stopped);
-    else
-      w->stop(one_stopped);
-  }
-}
-
 void Supervisor::replace_program(const std::string& name,
                                  std::shared_ptr<const config::ProgramConfig> next) {
   Program& program = programs_.at(name);
   program.next = std::move(next);
   if (program.replacing) return;  // the stop under way picks up the latest `next`
   program.replacing = true;
-  stop_workers(program, false, [this, name] {
+  stop_workers(program, false, deferred_, [this, name] {
     auto it = programs_.find(name);
     if (it == programs_.end() || shutting_down_) return;
     Program& p = it->second;
-    clear_workers(p);
+    clear_workers(p, router_);
     p.replacing = false;
     if (!p.next) {
       cgroups_->remove_program(name);
       programs_.erase(it);
       log::info("{}: stopped and removed", name);
-      schedule_finished_check();
+      finished_.schedule();
       return;
     }
     p.config = std::move(p.next);
@@ -220,7 +223,7 @@ void Supervisor::replace_program(const std::string& name,
     if (create_workers(p))
       p.start_workers();
     else
-      schedule_finished_check();
+      finished_.schedule();
   });
 }
 
@@ -230,8 +233,7 @@ ReloadOutcome Supervisor::reload() {
   if (!next) return out;
   if (next->control != config_.control)
     log::warn("control: the control socket stays as it is until recycler restarts");
-  if (next->preempt &&
-      std::find(caught_.begin(), caught_.end(), next->preempt->signal) == caught_.end())
+  if (next->preempt && !signals_.caught(next->preempt->signal))
     log::warn("preempt.signal: recycler handles {} only once restarted; until then it is ignored",
               units::signal_name(next->preempt->signal));
   log::init(next->log.level, next->log.format);
@@ -239,7 +241,7 @@ ReloadOutcome Supervisor::reload() {
   metrics_.apply(*next);
   reload_programs(*next, out);
   apply_budget(*next);
-  check_container_fit();
+  container_.check_fit(*next);
   commands_.reloaded(out.unchanged);
   config_ = std::move(*next);
   out.ok = true;

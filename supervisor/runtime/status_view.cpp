@@ -170,14 +170,15 @@ SupervisorStatus Supervisor::status(bool workers) const {
   if (budget_) out.budget = budget_->status(timers_.now());
   // Only a limited cgroup is a container's (or a unit's) to show; the host's
   // own root has none.
-  if (container_ && container_->limit()) out.container = container_->status();
+  out.container = container_.status();
   return out;
 }
 
 metrics::Server::ProbeAnswer Supervisor::probe(metrics::http::Path path) const {
   if (path == metrics::http::Path::Healthz) {
     std::vector<Progress> progress;
-    sampling_progress(timers_.now(), progress);
+    sampling_progress(programs_, timers_.now(), progress);
+    gpu_.progress(timers_.now(), progress);
     if (auto why = first_stalled(progress)) return {false, *why};
     return {true, shutting_down_ ? "ok (stopping)" : "ok"};
   }

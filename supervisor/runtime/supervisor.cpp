@@ -54,20 +54,17 @@ std::optional<config::Rlimit> raise_nofile_limit() {
   return original;
 }
 
-// Signal handlers for `signums` on `loop`, each with `owner` as its data (as
-// uv::poll does): `handler` finds its owner there, and must return at once
-// when it is null (a closed handle).
-std::vector<uv::Handle<uv_signal_t>> catch_signals(uv_loop_t* loop, const std::vector<int>& signums,
-                                                   void* owner, uv_signal_cb handler) {
-  std::vector<uv::Handle<uv_signal_t>> handles;
-  for (int signum : signums) {
-    auto* h = new uv_signal_t;
-    uv_signal_init(loop, h);
-    h->data = owner;
-    handles.emplace_back(h);
-    uv_signal_start(h, handler, signum);
-  }
-  return handles;
+// The signals recycler handles. USR1 and USR2 too: without a handler they
+// would end recycler at once and leave every worker behind (a scheduler's
+// notice sent to a config without preempt:, or a reload that adds it).
+// SIGQUIT too: a container image's StopSignal may be QUIT, and as PID 1 a
+// signal without a handler is dropped by the kernel.
+std::vector<int> signals_to_catch(const config::Config& config) {
+  std::vector<int> caught = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
+  if (config.preempt &&
+      std::find(caught.begin(), caught.end(), config.preempt->signal) == caught.end())
+    caught.push_back(config.preempt->signal);
+  return caught;
 }
 
 // The cgroup hierarchy the workers' cgroups go under; null (logged) when it
@@ -99,33 +96,6 @@ void log_cgroup_mode(const cgroup::Manager& cgroups) {
         RECYCLER_VERSION, ::getpid(), layout.not_enforced.value_or("no cgroups"));
 }
 
-// What recycler's exit code is once every program has finished by itself.
-int exit_code_when_finished(const Programs& programs, bool wrap_mode) {
-  int code = 0;
-  for (const auto& [name, program] : programs) {
-    for (const auto& w : program.workers) {
-      auto exit = w->record().last_exit();
-      if (wrap_mode) return exit ? exit->shell_code() : 1;
-      if (w->state() == WorkerState::Failed || !exit || !exit->success()) code = 1;
-    }
-  }
-  return code;
-}
-
-// A slot that has failed for good: marked failed (a crash loop), or stopped
-// after a crash with no restart to come (restart: never). A stop someone
-// asked for is no failure.
-const Worker* failed_for_good(const Programs& programs) {
-  for (const auto& [name, program] : programs) {
-    if (program.replacing) continue;
-    for (const auto& w : program.workers) {
-      if (w->state() == WorkerState::Failed) return w.get();
-      if (w->state() == WorkerState::Stopped && w->record().last_crashed()) return w.get();
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 void notify_systemd(const std::string& state) {
@@ -145,7 +115,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  if (w.state() == WorkerState::Exited && escapes_ && !shutting_down_)
                    escapes_->run_ended({w.program().name, w.slot()});
                  if (w.state() == WorkerState::Stopped) commands_.slot_stopped(w);
-                 schedule_finished_check();
+                 finished_.schedule();
                }},
       procs_(options_.paths.proc),
       gpu_(&loop_, timers_, options_.paths.proc,
@@ -171,7 +141,11 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                 {.status = [this] { return status(); },
                  .reload = [this] { return reload(); },
                  .starting = [this] { return start_up_ != nullptr; },
-                 .stopping = [this] { return shutting_down_; }}) {
+                 .stopping = [this] { return shutting_down_; }}),
+      finished_(programs_, config_, options_.wrap_mode, commands_, deferred_,
+                {.stopping = [this] { return shutting_down_; },
+                 .starting = [this] { return start_up_ != nullptr; },
+                 .finish = [this](int code) { shutdown(code, false); }}) {
   context_.service = &service_;
   context_.gpus_auto = &gpu_pool_.entries();
   monitor_context_.launcher = &processes_;
@@ -198,7 +172,7 @@ Supervisor::~Supervisor() {
   systemd_status_.stop();
   commands_.close();
   budget_.reset();
-  container_.reset();
+  container_.close();
   for (auto& [name, program] : programs_) program.monitor.reset();
   programs_.clear();
   gpu_.stop();  // waits for a query in flight (one NVML call)
@@ -224,16 +198,7 @@ int Supervisor::run() {
   context_.worker_nofile = raise_nofile_limit();
   // First: a signal during start-up is handled once the loop runs, never by
   // the default action that would leave cgroups behind.
-  // USR1 and USR2 too: without a handler they would end recycler at once
-  // and leave every worker behind (a scheduler's notice sent to a config
-  // without preempt:, or a reload that adds it).
-  // SIGQUIT too: a container image's StopSignal may be QUIT, and as PID 1 a
-  // signal without a handler is dropped by the kernel.
-  caught_ = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
-  if (config_.preempt &&
-      std::find(caught_.begin(), caught_.end(), config_.preempt->signal) == caught_.end())
-    caught_.push_back(config_.preempt->signal);
-  signals_ = catch_signals(&loop_, caught_, this, [](uv_signal_t* s, int sig) {
+  signals_.catch_all(&loop_, signals_to_catch(config_), this, [](uv_signal_t* s, int sig) {
     if (auto* self = static_cast<Supervisor*>(s->data)) self->on_signal(sig);
   });
 
@@ -241,7 +206,13 @@ int Supervisor::run() {
   if (!commands_.open(config_, options_.config_path, options_.wrap_mode)) return 1;
   // Before anything is created: an address in use leaves nothing behind.
   if (!metrics_.apply(config_)) return 1;
-  start_watchdog();
+  watchdog_ = SystemdWatchdog::start(
+      timers_,
+      [this](TimePoint now, std::vector<Progress>& progress) {
+        sampling_progress(programs_, now, progress);
+        gpu_.progress(now, progress);
+      },
+      notify_systemd);
 
   cgroups_ = open_cgroups(config_.cgroup_root, options_);
   if (!cgroups_) return 1;
@@ -252,10 +223,7 @@ int Supervisor::run() {
   escapes_ =
       std::make_unique<EscapeWatch>(timers_, deferred_, options_.paths.proc, ::getpid(), *cgroups_);
   log_cgroup_mode(*cgroups_);
-  if (std::string dir = container_memory_dir(cgroups_->layout(), options_.paths); !dir.empty())
-    container_ = std::make_unique<ContainerWatch>(
-        timers_, dir, cgroups_->layout().mode == cgroup::Mode::V2,
-        [this, dir](std::optional<uint64_t> limit) { on_container_limit(dir, limit); });
+  container_.open(cgroups_->layout(), options_.paths);
 
   router_.open_runtime_dir();
   gpu_.apply(config_);
@@ -268,56 +236,8 @@ int Supervisor::run() {
   apply_budget(config_);
   start_up();
   uv_run(&loop_, UV_RUN_DEFAULT);
-  if (requeue_) {
-    // Every worker has stopped: the job goes back to Slurm's queue, and its
-    // next run starts recycler again, whose trainers resume from their checkpoints.
-    std::string why = requeue_slurm_job(slurm_job_id(), kRequeueTimeout);
-    if (why.empty())
-      log::info("preempt: requeued Slurm job {}", *slurm_job_id());
-    else
-      log::error("preempt: cannot requeue the job: {}", why);
-  }
+  preemption_.requeue_if_asked();  // every worker has stopped
   return exit_code_;
-}
-
-// The container's limit, first read or changed (a pod resized in place):
-// the default of percentage limits, and whether the workers' own fit in it.
-void Supervisor::on_container_limit(const std::string& dir, std::optional<uint64_t> limit) {
-  std::optional<uint64_t> before = std::exchange(monitor_context_.container_memory_max, limit);
-  if (before)
-    log::warn("container: memory limit {} -> {} ({}): percentage limits follow it",
-              units::format_size(*before), limit ? units::format_size(*limit) : std::string("none"),
-              dir);
-  else if (limit)
-    log::info(
-        "container: memory limit {} ({}): percentage limits are of it where a program sets no "
-        "limits.memory_max",
-        units::format_size(*limit), dir);
-  for (auto& [name, program] : programs_)
-    if (program.monitor) program.monitor->set_default_memory_max(limit);
-  check_container_fit();
-}
-
-void Supervisor::check_container_fit() {
-  std::optional<uint64_t> limit = monitor_context_.container_memory_max;
-  if (!limit) return;
-  bool budgeted = config_.budget && config_.budget->scope == config::BudgetScope::Container;
-  if (container_ && container_->oom_group() && !budgeted && !std::exchange(said_oom_group_, true))
-    log::warn(
-        "container: memory.oom.group is 1 ({}): an OOM kill at the container's {} takes every "
-        "process in it, recycler too; a budget: {{scope: container, limit: 90%}} recycles a "
-        "worker before",
-        container_->dir(), units::format_size(*limit));
-  uint64_t sum = 0;
-  for (const auto& [name, program] : programs_)
-    if (const auto& max = program.config->limits.memory_max)
-      sum += *max * program.config->instances;
-  if (sum > *limit)
-    log::warn(
-        "container: the workers' limits.memory_max add up to {}, more than the container's {}: "
-        "the container's limit (its OOM killer) comes first; lower them, or rely on policies "
-        "with percentages",
-        units::format_size(sum), units::format_size(*limit));
 }
 
 void Supervisor::apply_budget(const config::Config& next) {
@@ -326,19 +246,6 @@ void Supervisor::apply_budget(const config::Config& next) {
   if (!next.budget || shutting_down_) return;
   budget_ = std::make_unique<BudgetWatch>(timers_, programs_, *next.budget,
                                           budget_sources(*cgroups_, options_.paths));
-}
-
-void Supervisor::start_watchdog() {
-  watchdog_ = SystemdWatchdog::start(
-      timers_,
-      [this](TimePoint now, std::vector<Progress>& progress) { sampling_progress(now, progress); },
-      notify_systemd);
-}
-
-void Supervisor::sampling_progress(TimePoint now, std::vector<Progress>& progress) const {
-  for (const auto& [name, program] : programs_)
-    if (program.monitor) program.monitor->sampling_progress(now, progress);
-  gpu_.progress(now, progress);
 }
 
 void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
@@ -358,8 +265,8 @@ void Supervisor::start_up_finished(StartUp::Outcome outcome, bool reload_now) {
   for (const std::string& name : inherited_.close_unused())
     log::warn("socket activation: no program's listen: names socket {}; closed it", name);
   systemd_status_.ready();
-  check_container_fit();
-  schedule_finished_check();
+  container_.check_fit();
+  finished_.schedule();
   if (reload_now) reload();
 }
 
@@ -404,33 +311,10 @@ void Supervisor::on_signal(int signum) {
 void Supervisor::preempt() {
   const config::PreemptConfig& p = *config_.preempt;
   std::string sig = units::signal_name(p.signal);
-  if (preempting_) return log::info("{} again: the preemption goes on", sig);
+  if (preemption_.active()) return log::info("{} again: the preemption goes on", sig);
   if (shutting_down_)
     return log::warn("{}: every program is stopping already; not preempting", sig);
-  preempting_ = true;
-  std::string checkpointing;
-  for (const auto& [name, program] : programs_)
-    if (program.config && program.config->checkpoints())
-      checkpointing += fmt::format(
-          "{}{} within {}", checkpointing.empty() ? "checkpointing " : ", ", name,
-          units::format_duration(config::preempt_checkpoint_window(*program.config, p.deadline)));
-  std::string then = p.then == config::PreemptThen::Requeue
-                         ? fmt::format("requeue the job and exit {}", p.exit_status())
-                         : fmt::format("exit {}", p.exit_status());
-  log::event(Level::Warn, "preempt",
-             fmt::format("{}: preempted; {}stopping every program within {}, then {}", sig,
-                         checkpointing.empty() ? "no program checkpoints; " : checkpointing + "; ",
-                         units::format_duration(p.deadline), then),
-             {{"signal", sig},
-              {"deadline_s", static_cast<double>(p.deadline.count()) / 1000.0},
-              {"then", std::string(config::to_string(p.then))},
-              {"exit_code", p.exit_status()}});
-  requeue_ = p.then == config::PreemptThen::Requeue;
-  // The scheduler's SIGKILL comes at the deadline: whatever still runs goes first.
-  preempt_deadline_ = timers_.after(p.deadline, [this, d = p.deadline] {
-    log::warn("preempt: {} passed; killing every worker still running", units::format_duration(d));
-    shutdown(exit_code_, true);
-  });
+  preemption_.begin(p, programs_, [this] { shutdown(exit_code_, true); });
   shutdown(p.exit_status(), false, p.deadline);
 }
 
@@ -470,9 +354,9 @@ void Supervisor::shutdown(int exit_code, bool force, std::optional<Duration> pre
 }
 
 void Supervisor::finish_shutdown() {
-  preempt_deadline_.reset();
+  preemption_.disarm();
   for (auto& [name, program] : programs_) {
-    clear_workers(program);
+    clear_workers(program, router_);
     cgroups_->remove_program(name);
   }
   programs_.clear();
@@ -480,7 +364,7 @@ void Supervisor::finish_shutdown() {
   commands_.close();
   watchdog_.reset();
   start_up_.reset();
-  container_.reset();
+  container_.close();
   // Nothing a worker started outlives recycler, in a cgroup or not.
   if (escapes_) escapes_->kill_all();
   cgroups_->close();
@@ -489,45 +373,6 @@ void Supervisor::finish_shutdown() {
   metrics_.close();
   log::info("recycler stopped");
   uv_stop(&loop_);
-}
-
-void Supervisor::schedule_finished_check() {
-  if (shutting_down_ || finished_check_pending_) return;
-  finished_check_pending_ = true;
-  deferred_.defer([this] {
-    finished_check_pending_ = false;
-    check_finished();
-  });
-}
-
-void Supervisor::check_finished() {
-  if (shutting_down_ || start_up_) return;  // start_up_finished checks again
-  const config::ExitWhen when =
-      options_.wrap_mode ? config::ExitWhen::AllExited : config_.exit.when;
-  if (when == config::ExitWhen::AnyFailed)
-    if (const Worker* failed = failed_for_good(programs_)) {
-      log::error(
-          "{} failed for good (exit.when: any_failed): stopping every program; recycler "
-          "exits with status 1",
-          failed->name());
-      return shutdown(1, false);
-    }
-  if (commands_.holding()) return;  // an operator stopped them and may start them again
-  for (auto& [name, program] : programs_) {
-    if (program.replacing) return;
-    for (auto& w : program.workers)
-      if (w->state() != WorkerState::Stopped && w->state() != WorkerState::Failed) return;
-  }
-  if (when == config::ExitWhen::Never) {
-    if (!said_all_exited_)
-      log::info(
-          "every program has exited and none will be restarted; recycler stays (exit.when: "
-          "never): `recycler start`, a reload or SIGTERM");
-    said_all_exited_ = true;
-    return;
-  }
-  log::info("every program has exited and none will be restarted; recycler exits");
-  shutdown(exit_code_when_finished(programs_, options_.wrap_mode), false);
 }
 
 }  // namespace recycler

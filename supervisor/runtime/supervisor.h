@@ -42,13 +42,15 @@
 #include "supervisor/process/listen.h"
 #include "supervisor/process/process.h"
 #include "supervisor/runtime/budget_watch.h"
-#include "supervisor/runtime/container_watch.h"
+#include "supervisor/runtime/container_limits.h"
 #include "supervisor/runtime/control_actions.h"
 #include "supervisor/runtime/escape_watch.h"
+#include "supervisor/runtime/finish_check.h"
 #include "supervisor/runtime/gpu_pool.h"
 #include "supervisor/runtime/gpu_sampling.h"
 #include "supervisor/runtime/metrics_endpoint.h"
 #include "supervisor/runtime/monitor.h"
+#include "supervisor/runtime/preempt.h"
 #include "supervisor/runtime/program.h"
 #include "supervisor/runtime/start_up.h"
 #include "supervisor/runtime/systemd_status.h"
@@ -96,13 +98,6 @@ class Supervisor {
   void start_up_finished(StartUp::Outcome outcome, bool reload);
   bool create_workers(Program& program);
   void replace_program(const std::string& name, std::shared_ptr<const config::ProgramConfig> next);
-  void stop_workers(Program& program, bool force, std::function<void()> done);
-  void clear_workers(Program& program);
-
-  // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
-  void start_watchdog();
-  // Every worker's sampling and the GPU query, for the watchdogs.
-  void sampling_progress(TimePoint now, std::vector<Progress>& progress) const;
 
   void on_signal(int signum);
   // Rereads the config file (SIGHUP, `recycler reload`): what changed, or why not.
@@ -110,6 +105,7 @@ class Supervisor {
   // A reload's changes to the programs: the unchanged kept, the changed
   // restarted, the removed stopped, the new started.
   void reload_programs(const config::Config& next, ReloadOutcome& out);
+  void apply_budget(const config::Config& next);
 
   // `preempt_deadline`: a preemption's (config `preempt:`): each worker's
   // checkpoint gets preempt_checkpoint_window() of it.
@@ -118,8 +114,6 @@ class Supervisor {
   // then exit (and requeue the Slurm job) with preempt.exit_code.
   void preempt();
   void finish_shutdown();
-  void schedule_finished_check();
-  void check_finished();
 
   config::Config config_;
   SupervisorOptions options_;
@@ -148,18 +142,10 @@ class Supervisor {
   // reload changes the section.
   std::unique_ptr<BudgetWatch> budget_;
   // The container recycler runs in (its memory cgroup), when it has one.
-  std::unique_ptr<ContainerWatch> container_;
-  void on_container_limit(const std::string& dir, std::optional<uint64_t> limit);
-  // A warning when the programs' limits.memory_max cannot all fit in it,
-  // and (once) when its OOM kill would take recycler too (memory.oom.group).
-  void check_container_fit();
-  bool said_oom_group_ = false;
-  void apply_budget(const config::Config& next);
-  std::vector<uv::Handle<uv_signal_t>> signals_;
+  ContainerLimits container_{timers_, monitor_context_, programs_, config_};
+  uv::Signals signals_;  // from start-up on
   // Work that destroys workers, so must not run inside one of their callbacks.
   DeferredQueue deferred_{timers_};
-  bool finished_check_pending_ = false;
-  bool said_all_exited_ = false;       // exit.when: never, once every slot has stopped
   std::unique_ptr<StartUp> start_up_;  // while starting up
 
   // Exits and recycles since recycler started, across reloads (status.h).
@@ -168,16 +154,20 @@ class Supervisor {
   SystemdStatus systemd_status_;
   // The control socket and what its commands do (control_actions.h).
   OperatorCommands commands_;
+  // Whether recycler is done once its programs have stopped by themselves.
+  FinishCheck finished_;
+  // systemd's watchdog (watchdog.h): WATCHDOG=1 each period while healthy.
   std::unique_ptr<SystemdWatchdog> watchdog_;
 
   bool shutting_down_ = false;
   bool forced_ = false;
   int exit_code_ = 0;
-  std::vector<int> caught_;  // the signals handled, from start-up on (signals_)
-  bool preempting_ = false;
-  bool requeue_ = false;  // after the loop: scontrol requeue (preempt.then: requeue)
-  std::unique_ptr<Timer> preempt_deadline_;
+  Preemption preemption_{timers_};
 };
+
+// Destroys a program's monitor and workers (each removes its cgroup) and
+// closes its notify socket.
+void clear_workers(Program& program, notify::Router& router);
 
 // Tells systemd (Type=notify) about recycler itself, when NOTIFY_SOCKET is set.
 void notify_systemd(const std::string& state);

@@ -1,5 +1,6 @@
 #include "supervisor/util/uv.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,22 @@ Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events,
       return Error{std::string("uv_poll_start: ") + uv_strerror(err), -err};
   }
   return handle;
+}
+
+void Signals::catch_all(uv_loop_t* loop, std::vector<int> signums, void* owner,
+                        uv_signal_cb handler) {
+  signums_ = std::move(signums);
+  for (int signum : signums_) {
+    auto* h = new uv_signal_t;
+    uv_signal_init(loop, h);
+    h->data = owner;
+    handles_.emplace_back(h);
+    uv_signal_start(h, handler, signum);
+  }
+}
+
+bool Signals::caught(int signum) const {
+  return std::find(signums_.begin(), signums_.end(), signum) != signums_.end();
 }
 
 std::unique_ptr<Timer> LoopTimers::after(Duration delay, std::function<void()> fire) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "supervisor/util/result.h"
 #include "supervisor/util/timers.h"
@@ -68,6 +69,21 @@ class Handle {
 //   poll_ = std::move(*poll);
 Result<Handle<uv_poll_t>> poll(uv_loop_t* loop, int fd, void* owner, int events = 0,
                                uv_poll_cb cb = nullptr);
+
+// Handlers for a set of signals on one loop, each handle's data `owner` (as
+// poll() does): the handler finds its owner there, and must return at once
+// when it is null (a closed handle). clear() closes them all.
+class Signals {
+ public:
+  void catch_all(uv_loop_t* loop, std::vector<int> signums, void* owner, uv_signal_cb handler);
+  // Whether `signum` is one of them.
+  bool caught(int signum) const;
+  void clear() { handles_.clear(); }
+
+ private:
+  std::vector<int> signums_;
+  std::vector<Handle<uv_signal_t>> handles_;
+};
 
 // A node of a circular, intrusive list that leaves its list when destroyed:
 // how aligned timers sit in the batch they are due with, so that cancelling

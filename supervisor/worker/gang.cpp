@@ -5,6 +5,7 @@
 
 #include "policies/base/units.h"
 #include "supervisor/log/log.h"
+#include "supervisor/worker/worker_checkpoints.h"
 
 namespace recycler {
 
@@ -64,13 +65,14 @@ void Gang::begin(unsigned trigger, RecycleCause cause, bool checkpoint, bool oth
         i == trigger ? cause.reason : "gang recycle: " + trigger_name_ + " " + cause.reason,
         cause.resume};
     std::weak_ptr<Gang*> self = self_;
-    Worker::GangHooks hooks{[self, i] {
-                              if (auto g = self.lock(); g && *g) (*g)->confirmed(i);
-                            },
-                            [self] {
-                              if (auto g = self.lock(); g && *g) (*g)->maybe_release_starts();
-                            }};
-    if (worker(i).recycle_in_gang(std::move(c), ask ? window : Duration{0}, std::move(hooks)))
+    GangHooks hooks{[self, i] {
+                      if (auto g = self.lock(); g && *g) (*g)->confirmed(i);
+                    },
+                    [self] {
+                      if (auto g = self.lock(); g && *g) (*g)->maybe_release_starts();
+                    }};
+    if (worker(i).checkpoints().recycle_in_gang(std::move(c), ask ? window : Duration{0},
+                                                std::move(hooks)))
       members_.push_back({i, ask, false});
   }
   acting_ = false;
@@ -110,7 +112,7 @@ void Gang::release_stops() {
   deadline_.reset();  // the checkpoint's
   phase_ = Phase::Stopping;
   acting_ = true;
-  for (const Member& m : members_) worker(m.slot).release_stop();
+  for (const Member& m : members_) worker(m.slot).checkpoints().release_stop();
   acting_ = false;
   maybe_release_starts();
 }
@@ -148,7 +150,7 @@ void Gang::release_starts() {
   deadline_.reset();
   phase_ = Phase::Starting;
   acting_ = true;
-  for (const Member& m : members_) worker(m.slot).release_start();
+  for (const Member& m : members_) worker(m.slot).checkpoints().release_start();
   acting_ = false;
   maybe_done();
 }

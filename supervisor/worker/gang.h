@@ -5,7 +5,7 @@
 //
 // A recycle of one rank (a policy's decision, an operator's `recycle`, a
 // hang) is a recycle of every running rank:
-//   1. each is asked to checkpoint (Worker::recycle_in_gang; the program
+//   1. each is asked to checkpoint (Worker::Checkpoints::recycle_in_gang; the program
 //      checkpoints: a checkpoint: section, or a policy with action:
 //      checkpoint), except the rank whose own decision said restart (a hang,
 //      action: restart): it cannot;

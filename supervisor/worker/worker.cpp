@@ -7,8 +7,8 @@
 
 #include "policies/base/units.h"
 #include "supervisor/log/log.h"
-#include "supervisor/worker/checkpoint_signal.h"
 #include "supervisor/worker/exit_report.h"
+#include "supervisor/worker/worker_checkpoints.h"
 
 namespace recycler {
 
@@ -74,7 +74,8 @@ Worker::Worker(WorkerServices& context, std::shared_ptr<const config::ProgramCon
              std::move(make_cgroup)),
       signals_(context.timers, context.launcher, context.service, slot_.name(),
                slot_.program().stop.timeout),
-      record_(slot_.program().restart) {
+      record_(slot_.program().restart),
+      checkpoints_(std::make_unique<Checkpoints>(*this)) {
   main_.cgroup = std::move(cgroup);
 }
 
@@ -93,18 +94,16 @@ std::optional<pid_t> Worker::pid() const {
   return std::nullopt;
 }
 
-namespace {
-// The cause a start after a stop's checkpoint carries.
-const RecycleCause kStopCheckpoint{"it checkpointed as it was stopped", true};
-}  // namespace
+bool Worker::parked() const {
+  return checkpoints_->parked();
+}
 
 void Worker::set_state(WorkerState s) {
   state_ = s;
   // Single processes signalled are watched no longer: nothing of the slot runs.
   if (s == WorkerState::Stopped || s == WorkerState::Failed) {
     signals_.clear();
-    gang_.reset();  // a stop ended the gang's recycle for this rank
-    gang_confirmed_ = parked_ = false;
+    checkpoints_->leave_gang();
   }
   if (observer_) observer_->on_state_change(*this);
   if (ctx_.on_state_change) ctx_.on_state_change(*this);
@@ -124,11 +123,9 @@ void Worker::spawn() {
   set_state(WorkerState::Starting);
   main_.oom_kills_at_start = main_.cgroup->oom_kills();
 
-  gang_.reset();
-  gang_confirmed_ = parked_ = false;
+  checkpoints_->leave_gang();
   std::optional<RecycleCause> cause = record_.take_start_cause();
-  if (!cause) cause = std::move(resume_cause_);
-  resume_cause_.reset();
+  checkpoints_->resume_unless_caused(cause);
   if (!after_exit_.stopping_for_good()) after_exit_ = {};
   main_.started = ctx_.timers.now();
   Result<std::unique_ptr<Process>> started = launch(main_.generation, cause, *main_.cgroup);
@@ -194,12 +191,7 @@ void Worker::on_exit(ExitStatus status) {
   auto uptime = std::chrono::duration_cast<Duration>(ctx_.timers.now() - main_.started);
   timer_.reset();  // the stop timeout, if any
   // Asked to checkpoint as it stops, it saved and exited: that is a checkpoint.
-  if (phase_ == StopPhase::StopCheckpoint && (status.success() || gang_confirmed_)) {
-    if (after_exit_.then == AfterExit::Then::Replace && after_exit_.cause)
-      after_exit_.cause->resume = true;  // a gang's recycle: its replacement resumes
-    else
-      resume_cause_ = kStopCheckpoint;
-  }
+  if (phase_ == StopPhase::StopCheckpoint) checkpoints_->exited_during_stop(status.success());
   phase_ = StopPhase::None;
   ExitReport report = describe_exit(slot_, {.pid = main_.process ? main_.process->pid() : 0,
                                             .generation = main_.generation,
@@ -243,12 +235,7 @@ void Worker::after_drain() {
 // The replacement of a recycled run: at once, or after `delay` (a recycle loop's).
 void Worker::replace(Duration delay, std::optional<RecycleCause> cause) {
   record_.replace_next(std::move(cause));
-  if (gang_) {  // one rank of a gang: the start waits for the others
-    parked_ = true;
-    set_state(WorkerState::Backoff);
-    if (gang_ && gang_->parked) gang_->parked();
-    return;
-  }
+  if (checkpoints_->park()) return;  // one rank of a gang: the start waits for the others
   if (delay <= Duration{0}) return spawn();
   set_state(WorkerState::Backoff);
   timer_ = ctx_.timers.after(delay, [this] { spawn(); });
@@ -307,14 +294,15 @@ void Worker::stop(std::function<void()> done, std::optional<Duration> checkpoint
       after_exit_.enter_stop();
       if (done) stop_done_.push_back(std::move(done));
       // Its checkpoint for its gang is saved: nothing to wait for now.
-      if (phase_ == StopPhase::StopCheckpoint && gang_confirmed_) release_stop();
+      if (phase_ == StopPhase::StopCheckpoint && checkpoints_->confirmed_for_gang())
+        checkpoints_->release_stop();
       return;
     case WorkerState::Running:
       break;
   }
   after_exit_.enter_stop();
   if (done) stop_done_.push_back(std::move(done));
-  if (checkpoint_before_stop(checkpoint_within)) return;
+  if (checkpoints_->before_stop(checkpoint_within)) return;
   const config::StopConfig& s = program().stop;
   log::event(Level::Info, "stop",
              fmt::format("{} stopping: {} to pid {}, SIGKILL to {} after {}", name(),
@@ -326,123 +314,8 @@ void Worker::stop(std::function<void()> done, std::optional<Duration> checkpoint
   send_stop_signal(StopPhase::StopSigterm);
 }
 
-bool Worker::checkpoint_before_stop(std::optional<Duration> within) {
-  const config::ProgramConfig& p = program();
-  Duration window = within.value_or(p.checkpoint.timeout);
-  if (!p.checkpoints() || window <= Duration{0} || !main_.process) return false;
-  pid_t pid = main_.process->pid();
-  // A recycle's checkpoint under way is the one the stop waits for.
-  if (phase_ != StopPhase::Checkpointing && !send_checkpoint_signal(p.checkpoint.signal)) {
-    log::warn("{}: cannot ask pid {} to checkpoint before it stops ({}); stopping it without one",
-              name(), pid, std::strerror(errno));
-    return false;
-  }
-  resume_cause_.reset();
-  phase_ = StopPhase::StopCheckpoint;
-  set_state(WorkerState::Stopping);
-  log::event(Level::Info, "stop",
-             fmt::format("{} stopping: asked to checkpoint first ({} to {}); {} once it "
-                         "confirms (RECYCLER_CHECKPOINTED=1), at most {} from now",
-                         name(), units::signal_name(p.checkpoint.signal),
-                         checkpoint_target(p.checkpoint.signal_to, pid),
-                         units::signal_name(p.stop.signal), format_duration(window)),
-             {{"program", p.name},
-              {"slot", slot()},
-              {"pid", pid},
-              {"checkpoint_signal", units::signal_name(p.checkpoint.signal)},
-              {"checkpoint_timeout_s", static_cast<double>(window.count()) / 1000.0}});
-  timer_ = ctx_.timers.after(window, [this, window] {
-    log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", name(),
-              format_duration(window));
-    stop_after_checkpoint();
-  });
-  return true;
-}
-
-bool Worker::send_checkpoint_signal(int signal) {
-  return recycler::send_checkpoint_signal(program().checkpoint.signal_to, signal, *main_.process,
-                                          *main_.cgroup) > 0;
-}
-
-void Worker::stop_after_checkpoint() {
-  send_stop_signal(after_exit_.stopping_for_good() ? StopPhase::StopSigterm : StopPhase::Recycling);
-}
-
 void Worker::checkpoint_confirmed() {
-  if (phase_ != StopPhase::StopCheckpoint || !main_.process || gang_confirmed_) return;
-  if (gang_ && after_exit_.then == AfterExit::Then::Replace) {
-    // One rank of a gang: stopped once every rank has confirmed (release_stop).
-    gang_confirmed_ = true;
-    if (after_exit_.cause) after_exit_.cause->resume = true;
-    log::event(Level::Info, "checkpointed",
-               fmt::format("{} checkpointed for its gang's recycle (pid {}); stopped once every "
-                           "rank has confirmed",
-                           name(), main_.process->pid()),
-               {{"program", program().name}, {"slot", slot()}, {"pid", main_.process->pid()}});
-    if (gang_->checkpointed) gang_->checkpointed();
-    return;
-  }
-  timer_.reset();
-  resume_cause_ = kStopCheckpoint;
-  log::event(Level::Info, "checkpointed",
-             fmt::format("{} checkpointed before its stop; {} to pid {}", name(),
-                         units::signal_name(program().stop.signal), main_.process->pid()),
-             {{"program", program().name}, {"slot", slot()}, {"pid", main_.process->pid()}});
-  stop_after_checkpoint();
-}
-
-bool Worker::recycle_in_gang(RecycleCause cause, Duration checkpoint_within, GangHooks hooks) {
-  if (state_ != WorkerState::Running || after_exit_.stopping_for_good() || !main_.process)
-    return false;
-  const config::ProgramConfig& p = program();
-  bool asked = phase_ == StopPhase::Checkpointing;  // the engine's checkpoint is out already
-  after_exit_.enter_replace(Duration{0}, std::move(cause));
-  gang_ = std::move(hooks);
-  gang_confirmed_ = parked_ = false;
-  if (!p.checkpoints() || checkpoint_within <= Duration{0}) {
-    send_stop_signal(StopPhase::Recycling);
-    return true;
-  }
-  pid_t pid = main_.process->pid();
-  if (!asked && !send_checkpoint_signal(p.checkpoint.signal)) {
-    log::warn(
-        "{}: cannot ask pid {} to checkpoint for its gang's recycle ({}); stopping it "
-        "without one",
-        name(), pid, std::strerror(errno));
-    send_stop_signal(StopPhase::Recycling);
-    return true;
-  }
-  phase_ = StopPhase::StopCheckpoint;
-  set_state(WorkerState::Stopping);
-  log::event(Level::Info, "checkpoint",
-             fmt::format("{} asked to checkpoint for its gang's recycle ({} to {}); stopped once "
-                         "every rank has confirmed, at most {} from now",
-                         name(), units::signal_name(p.checkpoint.signal),
-                         checkpoint_target(p.checkpoint.signal_to, pid),
-                         format_duration(checkpoint_within)),
-             {{"program", p.name},
-              {"slot", slot()},
-              {"pid", pid},
-              {"signal", units::signal_name(p.checkpoint.signal)},
-              {"timeout_s", static_cast<double>(checkpoint_within.count()) / 1000.0}});
-  timer_ = ctx_.timers.after(checkpoint_within, [this, checkpoint_within] {
-    if (!gang_confirmed_)
-      log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", name(),
-                format_duration(checkpoint_within));
-    stop_after_checkpoint();
-  });
-  return true;
-}
-
-void Worker::release_stop() {
-  if (phase_ != StopPhase::StopCheckpoint || !gang_) return;
-  timer_.reset();
-  stop_after_checkpoint();
-}
-
-void Worker::release_start() {
-  if (!parked_ || state_ != WorkerState::Backoff) return;
-  spawn();
+  checkpoints_->confirmed();
 }
 
 bool Worker::recycle(Duration delay, RecycleCause cause) {
@@ -467,7 +340,7 @@ int Worker::checkpoint(int signal, RecycleCause cause) {
   if (state_ != WorkerState::Running || !main_.process) return ESRCH;
   // The main process is recycler's child and not reaped yet: its pidfd is its own.
   errno = ESRCH;
-  if (!send_checkpoint_signal(signal)) return errno;
+  if (!checkpoints_->send(signal)) return errno;
   phase_ = StopPhase::Checkpointing;
   expect_clean_exit(std::move(cause));
   after_exit_.signal = signal;

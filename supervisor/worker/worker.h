@@ -86,6 +86,15 @@ const char* to_string(StopPhase phase);
 
 class Worker;
 
+// What a gang (worker/gang.h) hears of one rank during its recycle
+// (Worker::Checkpoints::recycle_in_gang).
+struct GangHooks {
+  // It confirmed its checkpoint: its stop signal waits for release_stop().
+  std::function<void()> checkpointed;
+  // Its run is over and its cgroup drained: its start waits for release_start().
+  std::function<void()> parked;
+};
+
 // What watches one worker: its program's monitor (runtime/monitor.h), told
 // of each state change before the supervisor is (WorkerServices), and of
 // every whole output line when its program counts requests by pattern.
@@ -154,12 +163,10 @@ class Worker final {
   void stop(std::function<void()> done, std::optional<Duration> checkpoint_within = std::nullopt);
   // RECYCLER_CHECKPOINTED=1 from the worker: a stop waiting for it goes on.
   void checkpoint_confirmed();
-  // The next start resumes (RECYCLER_RESUME=1, RECYCLER_RECYCLE_REASON
-  // `reason`) from a checkpoint an earlier life left: a Slurm job's run
-  // after a requeue. Not a recycle.
-  void resume_at_next_start(std::string reason) {
-    resume_cause_ = RecycleCause{std::move(reason), true};
-  }
+  // Its checkpoints before a stop and as one rank of a gang's recycle, and
+  // what its next start resumes from (worker_checkpoints.h).
+  class Checkpoints;
+  Checkpoints& checkpoints() { return *checkpoints_; }
   // Kills every process of the slot now and stops it.
   void kill(std::function<void()> done);
   // Recycles a running worker: the stop signal, SIGKILL to its cgroup after
@@ -197,29 +204,9 @@ class Worker final {
   }
   size_t signalled_processes() const { return signals_.size(); }
 
-  // --- one rank of a gang (config gang:, runtime/gang.h) ---
-  // What the gang hears of this worker during its recycle.
-  struct GangHooks {
-    // It confirmed its checkpoint: its stop signal waits for release_stop().
-    std::function<void()> checkpointed;
-    // Its run is over and its cgroup drained: its start waits for release_start().
-    std::function<void()> parked;
-  };
-  // Recycles a running worker as one rank of a gang: when `checkpoint_within`
-  // is more than zero and the program checkpoints, the checkpoint signal
-  // first (checkpoint.signal_to; not again if one is out already), the stop
-  // signal once the gang releases it or the window passes; then, drained, it
-  // waits in backoff for release_start(); its start counts as a recycle with
-  // `cause` and resumes (RECYCLER_RESUME=1) when it confirmed or the cause
-  // says so. A stop meanwhile ends it as any stop does. False when it is not
-  // running.
-  bool recycle_in_gang(RecycleCause cause, Duration checkpoint_within, GangHooks hooks);
-  // The gang's release: the stop signal now (after its checkpoint), and the
-  // start once drained. Each does nothing unless the worker waits for it.
-  void release_stop();
-  void release_start();
-  // Drained after a gang's recycle, waiting for release_start().
-  bool parked() const { return parked_; }
+  // Drained after a gang's recycle, waiting for its release
+  // (Checkpoints::release_start).
+  bool parked() const;
 
   // `signal` to the running main process (through its pidfd), as an
   // operator asks (`recycler signal`); false when none runs.
@@ -261,14 +248,6 @@ class Worker final {
   void schedule_restart(bool failed_start);
   void finish_stop();
   void send_stop_signal(StopPhase phase);
-  // The stop's checkpoint: false when there is none to ask for.
-  bool checkpoint_before_stop(std::optional<Duration> within);
-  // The checkpoint signal to the processes checkpoint.signal_to names; false
-  // (errno set) when none got it.
-  bool send_checkpoint_signal(int signal);
-  // After a stop's or a gang's checkpoint: the stop signal of what follows
-  // (a stop for good, or a recycle).
-  void stop_after_checkpoint();
 
   WorkerServices& ctx_;
   WorkerObserver* observer_ = nullptr;
@@ -284,13 +263,7 @@ class Worker final {
   std::vector<std::function<void()>> stop_done_;
   std::unique_ptr<Timer> timer_;  // backoff, stop timeout or drain poll: one at a time
   StopPhase phase_ = StopPhase::None;
-  // A stop's checkpoint was confirmed (or resume_at_next_start): the next
-  // start resumes from it.
-  std::optional<RecycleCause> resume_cause_;
-  // A gang's recycle under way (recycle_in_gang), until its start.
-  std::optional<GangHooks> gang_;
-  bool gang_confirmed_ = false;  // its checkpoint: the stop signal waits for release_stop()
-  bool parked_ = false;          // drained: the start waits for release_start()
+  std::unique_ptr<Checkpoints> checkpoints_;
 };
 
 }  // namespace recycler
