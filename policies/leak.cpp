@@ -9,7 +9,8 @@
 // 1. The trend. The window is kept as kBuckets buckets (min, max and mean of
 // the samples in each), so the state is bounded whatever the sample rate or
 // uptime. Each time a bucket closes, the trend is estimated again from the
-// closed buckets (all after the warm-up):
+// closed buckets (all after the warm-up) by trend.h's robust_slope and
+// early_slope (theirs are the constants named below, kEarlyBuckets aside):
 //   - once two thirds of a window are behind the warm-up, from envelopes:
 //     the lower envelope (the lowest value over the last third of the window,
 //     at each bucket) runs along a sawtooth's troughs and the upper envelope
@@ -102,10 +103,10 @@
 //
 // `estimator: least-squares` replaces all of that with least-squares slopes
 // of the bucket means once two thirds of a window are behind the warm-up
-// (whole window and recent half, the larger), projected from the recent
-// peak, and nothing else (no steps, no like phases, no noise margin): the
-// naive baseline, kept to compare with on recorded timelines (`recycler
-// replay`).
+// (trend.h: least_squares_slope: whole window and recent half, the larger),
+// projected from the recent peak, and nothing else (no steps, no like
+// phases, no noise margin): the naive baseline, kept to compare with on
+// recorded timelines (`recycler replay`).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -128,22 +129,10 @@ using Bucket = BucketWindow::Bucket;
 constexpr size_t kBuckets = 64;
 // The envelopes look back this many buckets: a third of the window.
 constexpr int64_t kEnvelopeBuckets = (kBuckets + 1) / 3;
-// Growth throughout: no rise within an eighth of the envelope's span may be
-// more than this share of its whole rise...
-constexpr double kMaxJumpShare = 2.0 / 3;
-// ...and over the recent half, the lower envelope rises by at least this
-// share of what the slope says, the upper one (no lag) by at least half.
-constexpr double kLowerRecentShare = 0.25;
-constexpr double kUpperRecentShare = 0.5;
-constexpr double kAcceleration = 4;
 // The early decision: buckets since the first after the warm-up (so that the
 // samples span more than a third of the window however they fall in their
-// buckets), how many of them hold samples, and the tests of a clean rise.
+// buckets); its tests of a clean rise are early_slope's (trend.h).
 constexpr int64_t kEarlyBuckets = kEnvelopeBuckets + 3;
-constexpr size_t kEarlyPoints = 12;
-constexpr double kEarlyFallShare = 0.25;
-constexpr double kEarlyHalfShare = 0.5;
-constexpr double kEarlySettleShare = 0.75;
 // Steps per iteration: the levels at the last kBoundaries boundaries.
 constexpr size_t kBoundaries = 5;
 // Window over window: the last kSpans windows; each low rises at least
@@ -164,20 +153,6 @@ Duration whole_seconds(double s) {
 
 std::string size_text(double bytes) {
   return format_size(static_cast<uint64_t>(std::llround(std::max(0.0, bytes))));
-}
-
-// The median of a few values, reordering them; they are not empty.
-double median_of(std::vector<double>& values) {
-  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), mid, values.end());
-  if (values.size() % 2 == 1) return *mid;
-  return (*std::max_element(values.begin(), mid) + *mid) / 2;
-}
-
-// The bucket with the highest value; `buckets` are not empty.
-const Bucket& highest(std::span<const Bucket> buckets) {
-  return *std::max_element(buckets.begin(), buckets.end(),
-                           [](const Bucket& a, const Bucket& b) { return a.max < b.max; });
 }
 
 // The settings it accepts (registered with it: the docs are checked against them).
@@ -446,11 +421,14 @@ class Leak final : public Policy {
     // The envelopes need a third of the window behind each of their points:
     // with two thirds of it, they cover the last third.
     if (covered >= seconds(s_.window) * 2 / 3)
-      slope = s_.least_squares ? least_squares_slope(st) : robust_slope(st);
+      slope = s_.least_squares
+                  ? least_squares_slope(st.closed, st.points)
+                  : robust_slope(st.closed, st.window.width(), kEnvelopeBuckets, s_.min_slope,
+                                 st.points, st.lower, st.upper, st.scratch);
     else if (!s_.least_squares && newest - st.closed.front().index >= kEarlyBuckets)
-      slope = early_slope(st);
+      slope = early_slope(st.closed, s_.min_slope, st.points, st.scratch);
     if (slope && *slope >= s_.min_slope)
-      st.trend = Trend{*slope, covered, recent_peak(st, newest - kEnvelopeBuckets)};
+      st.trend = Trend{*slope, covered, recent_peak(st.closed, newest - kEnvelopeBuckets)};
     if (!s_.least_squares) st.like_phases = window_over_window(st);
   }
 
@@ -477,7 +455,7 @@ class Leak final : public Policy {
     // The line through the whole window, a whole cycle, which the cycle's
     // bump does not move.
     out.at = static_cast<double>(st.window.current()->index) * st.window.width();
-    out.level = line_level(st, out.slope, out.at);
+    out.level = line_level(st.closed, out.slope, out.at, st.scratch);
     out.noise = noise;
     for (const Bucket& b : st.closed) {
       const double crosses = like_phase_crosses(st, b, *step);
@@ -505,14 +483,6 @@ class Leak final : public Policy {
     return out;
   }
 
-  // The trend line's value at `at`: the median of the closed buckets'
-  // means, each carried along `slope` to `at`.
-  static double line_level(State& st, double slope, double at) {
-    st.scratch.clear();
-    for (const Bucket& b : st.closed) st.scratch.push_back(b.mean() + slope * (at - b.mean_t()));
-    return median_of(st.scratch);
-  }
-
   // Rules 1 and 4, at `t`: the recent peak along the slope (rule 4: the like
   // phases, the current bucket's too, or the trend line with the noise's
   // margin above it, whichever reaches the limit first).
@@ -534,107 +504,6 @@ class Leak final : public Policy {
     }
     out.eta = std::max(0.0, out.eta);
     return out;
-  }
-
-  // The highest value of the closed buckets after bucket `after`.
-  static double recent_peak(const State& st, int64_t after) {
-    double peak = 0;
-    for (const Bucket& b : st.closed)
-      if (b.index > after) peak = std::max(peak, b.max);
-    return peak;
-  }
-
-  std::optional<double> least_squares_slope(State& st) const {
-    st.points.clear();
-    for (const Bucket& b : st.closed) st.points.push_back({b.mean_t(), b.mean()});
-    auto all = least_squares(st.points);
-    if (!all) return std::nullopt;
-    const double mid = (st.points.front().t + st.points.back().t) / 2;
-    auto half = std::find_if(st.points.begin(), st.points.end(),
-                             [&](const Point& p) { return p.t >= mid; });
-    auto recent = least_squares(std::span(half, st.points.end()));
-    return std::max(*all, recent.value_or(*all));
-  }
-
-  // The early decision: a clean, steady rise through the bucket means.
-  std::optional<double> early_slope(State& st) const {
-    if (st.closed.size() < kEarlyPoints) return std::nullopt;
-    st.points.clear();
-    for (const Bucket& b : st.closed) st.points.push_back({b.mean_t(), b.mean()});
-    auto slope = theil_sen(st.points, st.scratch);
-    if (!slope || *slope < s_.min_slope) return std::nullopt;
-    const double span = st.points.back().t - st.points.front().t;
-    const double rise = *slope * span;
-    if (largest_fall(st.points) > kEarlyFallShare * rise) return std::nullopt;
-    const double mid = st.points.front().t + span / 2;
-    auto split = std::find_if(st.points.begin(), st.points.end(),
-                              [&](const Point& p) { return p.t >= mid; });
-    auto older = theil_sen(std::span(st.points.begin(), split), st.scratch);
-    auto recent = theil_sen(std::span(split, st.points.end()), st.scratch);
-    if (!older || !recent || std::min(*older, *recent) < kEarlyHalfShare * *slope ||
-        *recent < kEarlySettleShare * *older)
-      return std::nullopt;
-    return slope;
-  }
-
-  std::optional<double> robust_slope(State& st) const {
-    const double w = st.window.width();
-    // Points at their bucket's end, so that a span of n buckets holds n
-    // points; half a bucket of slack keeps the n+1-th out whatever rounding.
-    st.points.clear();
-    for (const Bucket& b : st.closed)
-      st.points.push_back({static_cast<double>(b.index + 1) * w, 0});
-    // Only where the span lies wholly within the window.
-    const int64_t first = st.closed.front().index;
-    auto whole_span = [&](const Bucket& b) { return b.index - first >= kEnvelopeBuckets - 1; };
-    const auto skip =
-        std::find_if(st.closed.begin(), st.closed.end(), whole_span) - st.closed.begin();
-    auto envelope = [&](auto fold, double Bucket::*of, std::vector<Point>& out) {
-      for (size_t i = 0; i < st.closed.size(); ++i) st.points[i].v = st.closed[i].*of;
-      fold(st.points, (static_cast<double>(kEnvelopeBuckets) - 0.5) * w, out);
-      out.erase(out.begin(), out.begin() + skip);
-    };
-    envelope(lower_envelope, &Bucket::min, st.lower);
-    envelope(upper_envelope, &Bucket::max, st.upper);
-    if (st.lower.size() < 4) return std::nullopt;
-
-    // Neighbours share all but one bucket of their span: every other point,
-    // ending with the newest, tells as much for a quarter of the pairs.
-    st.points.clear();
-    for (size_t i = (st.lower.size() + 1) % 2; i < st.lower.size(); i += 2)
-      st.points.push_back(st.lower[i]);
-    auto slope = theil_sen(st.points, st.scratch);
-    if (!slope || *slope < s_.min_slope) return std::nullopt;
-    const double whole = *rise(st.lower);
-    const double span = st.lower.back().t - st.lower.front().t;
-    const double jump_span = std::max(w, span / 8) + w / 2;
-    const double jump = largest_jump(st.lower, jump_span);
-    if (whole <= 0 || jump > kMaxJumpShare * whole) return std::nullopt;
-    const double mid = st.lower.front().t + span / 2;
-    auto recent = [&](const std::vector<Point>& e) {
-      auto from = std::find_if(e.begin(), e.end(), [&](const Point& p) { return p.t >= mid; });
-      return std::span(from, e.end());
-    };
-    auto rises = [&](std::span<const Point> half, double share) {
-      return *rise(half) >= share * *slope * (half.back().t - half.front().t);
-    };
-    if (!rises(recent(st.lower), kLowerRecentShare) || !rises(recent(st.upper), kUpperRecentShare))
-      return std::nullopt;
-    // How fast now: the upper envelope ignores a sawtooth but not a spike
-    // (which it holds for a third of the window), the bucket means the other
-    // way round; the smaller of the two is free of both.
-    st.points.clear();
-    for (const Bucket& b : st.closed)
-      if (double end = static_cast<double>(b.index + 1) * w; end >= mid)
-        st.points.push_back({end, b.mean()});
-    // Only growth throughout the recent half is faster growth: not a bump
-    // taken at once (validation's memory, in an epoch as long as the window).
-    auto upper = recent(st.upper);
-    if (largest_jump(upper, jump_span) > kMaxJumpShare * *rise(upper)) return slope;
-    auto peaks = theil_sen(upper, st.scratch);
-    auto means = theil_sen(st.points, st.scratch);
-    double now = std::min(peaks.value_or(*slope), means.value_or(*slope));
-    return std::max(*slope, std::min(now, kAcceleration * *slope));
   }
 
   // Rule 3: a staircase in the bucket minimums, projected one riser ahead.

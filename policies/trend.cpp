@@ -7,16 +7,6 @@
 namespace recycler::policies {
 namespace {
 
-// The median of `values`, reordering them; they are not empty.
-double median(std::span<double> values) {
-  size_t n = values.size();
-  auto mid = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
-  std::nth_element(values.begin(), mid, values.end());
-  double upper = *mid;
-  if (n % 2 == 1) return upper;
-  return (*std::max_element(values.begin(), mid) + upper) / 2;
-}
-
 // The running extreme by a monotonic queue of candidates (indexes into
 // `points`, their values in `better` order): O(n) whatever the span.
 template <typename Better>
@@ -65,6 +55,15 @@ std::vector<Riser> find_risers(std::span<const Point> steps, double threshold) {
 
 }  // namespace
 
+double median_of(std::span<double> values) {
+  size_t n = values.size();
+  auto mid = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  double upper = *mid;
+  if (n % 2 == 1) return upper;
+  return (*std::max_element(values.begin(), mid) + upper) / 2;
+}
+
 std::optional<double> theil_sen(std::span<const Point> points, std::vector<double>& scratch) {
   scratch.clear();
   for (size_t i = 0; i < points.size(); ++i)
@@ -73,7 +72,7 @@ std::optional<double> theil_sen(std::span<const Point> points, std::vector<doubl
       if (dt != 0) scratch.push_back((points[j].v - points[i].v) / dt);
     }
   if (scratch.empty()) return std::nullopt;
-  return median(scratch);
+  return median_of(scratch);
 }
 
 std::optional<double> theil_sen(std::span<const Point> points) {
@@ -116,7 +115,7 @@ std::optional<double> rise(std::span<const Point> points) {
     head[i] = points[i].v;
     tail[i] = points[points.size() - quarter + i].v;
   }
-  return median(tail) - median(head);
+  return median_of(tail) - median_of(head);
 }
 
 double largest_jump(std::span<const Point> points, double span) {
@@ -152,7 +151,7 @@ std::optional<Staircase> find_staircase(std::span<const Point> floors, double wi
   for (size_t i = n - 1; i-- > 0;) scratch[i].v = std::min(scratch[i].v, scratch[i + 1].v);
   std::vector<double> changes(n - 1);
   for (size_t i = 1; i < n; ++i) changes[i - 1] = std::abs(floors[i].v - floors[i - 1].v);
-  const double noise = median(changes);
+  const double noise = median_of(changes);
   // Not less than a thousandth of the level, lest a byte's wobble of exact
   // figures (device memory) count as a riser.
   const double threshold = std::max(kRiserNoise * noise, 1e-3 * std::abs(scratch.back().v));
@@ -175,8 +174,8 @@ std::optional<Staircase> find_staircase(std::span<const Point> floors, double wi
   auto [low, high] = std::minmax_element(heights.begin(), heights.end());
   if (*low < kSteadyShare * *high) return std::nullopt;
   Staircase out;
-  out.step = median(heights);
-  out.spacing = median(spacings);
+  out.step = median_of(heights);
+  out.spacing = median_of(spacings);
   out.last = scratch[risers.back().to].t - width;
   out.previous = scratch[risers[risers.size() - 2].to].t - width;
   out.risers = risers.size();
@@ -192,7 +191,7 @@ std::optional<double> steady_step(std::span<const double> levels, std::vector<do
   for (size_t k = 1; k < levels.size(); ++k) scratch.push_back(levels[k] - levels[k - 1]);
   auto [low, high] = std::minmax_element(scratch.begin(), scratch.end());
   if (*low <= 0 || *low < kSteadyShare * *high) return std::nullopt;
-  return median(scratch);
+  return median_of(scratch);
 }
 
 void lower_envelope(std::span<const Point> points, double span, std::vector<Point>& out) {
@@ -265,7 +264,7 @@ std::optional<double> sample_noise(std::span<const BucketWindow::Bucket> buckets
   // (1 - 2 / (9 dof))^3 of its mean (Wilson and Hilferty).
   const double dof = std::max(1.0, 2 * changes / static_cast<double>(scratch.size()) / 3);
   const double median_share = std::pow(1 - 2 / (9 * dof), 3);
-  return std::sqrt(median(scratch) / (2 * median_share));
+  return std::sqrt(median_of(scratch) / (2 * median_share));
 }
 
 Spans::Spans(double length, size_t kept) : length_(length), spans_(kept + 1) {}
@@ -292,6 +291,148 @@ void Spans::closed(std::vector<Span>& out) const {
     else
       out.push_back(s);
   }
+}
+
+namespace {
+
+using Bucket = BucketWindow::Bucket;
+
+// Growth throughout (robust_slope): no rise within an eighth of the
+// envelope's span may be more than this share of its whole rise...
+constexpr double kMaxJumpShare = 2.0 / 3;
+// ...and over the recent half, the lower envelope rises by at least this
+// share of what the slope says, the upper one (no lag) by at least half.
+constexpr double kLowerRecentShare = 0.25;
+constexpr double kUpperRecentShare = 0.5;
+// The current slope counts up to this many times the envelope's.
+constexpr double kAcceleration = 4;
+// The early decision (early_slope): how many buckets hold samples, and the
+// tests of a clean rise.
+constexpr size_t kEarlyPoints = 12;
+constexpr double kEarlyFallShare = 0.25;
+constexpr double kEarlyHalfShare = 0.5;
+constexpr double kEarlySettleShare = 0.75;
+
+// The lower envelope of the buckets' lows and the upper one of their highs
+// over `span_buckets` buckets, only where that span lies wholly within the
+// buckets (not empty). `points` is scratch.
+void bucket_envelopes(std::span<const Bucket> buckets, double width, int64_t span_buckets,
+                      std::vector<Point>& points, std::vector<Point>& lower,
+                      std::vector<Point>& upper) {
+  // Points at their bucket's end, so that a span of n buckets holds n
+  // points; half a bucket of slack keeps the n+1-th out whatever rounding.
+  points.clear();
+  for (const Bucket& b : buckets) points.push_back({static_cast<double>(b.index + 1) * width, 0});
+  const int64_t first = buckets.front().index;
+  auto whole_span = [&](const Bucket& b) { return b.index - first >= span_buckets - 1; };
+  const auto skip = std::find_if(buckets.begin(), buckets.end(), whole_span) - buckets.begin();
+  auto fold_into = [&](auto fold, double Bucket::*of, std::vector<Point>& out) {
+    for (size_t i = 0; i < buckets.size(); ++i) points[i].v = buckets[i].*of;
+    fold(points, (static_cast<double>(span_buckets) - 0.5) * width, out);
+    out.erase(out.begin(), out.begin() + skip);
+  };
+  fold_into(lower_envelope, &Bucket::min, lower);
+  fold_into(upper_envelope, &Bucket::max, upper);
+}
+
+}  // namespace
+
+const Bucket& highest(std::span<const Bucket> buckets) {
+  return *std::max_element(buckets.begin(), buckets.end(),
+                           [](const Bucket& a, const Bucket& b) { return a.max < b.max; });
+}
+
+double recent_peak(std::span<const Bucket> buckets, int64_t after) {
+  double peak = 0;
+  for (const Bucket& b : buckets)
+    if (b.index > after) peak = std::max(peak, b.max);
+  return peak;
+}
+
+double line_level(std::span<const Bucket> buckets, double slope, double at,
+                  std::vector<double>& scratch) {
+  scratch.clear();
+  for (const Bucket& b : buckets) scratch.push_back(b.mean() + slope * (at - b.mean_t()));
+  return median_of(scratch);
+}
+
+std::optional<double> least_squares_slope(std::span<const Bucket> buckets,
+                                          std::vector<Point>& points) {
+  points.clear();
+  for (const Bucket& b : buckets) points.push_back({b.mean_t(), b.mean()});
+  auto all = least_squares(points);
+  if (!all) return std::nullopt;
+  const double mid = (points.front().t + points.back().t) / 2;
+  auto half =
+      std::find_if(points.begin(), points.end(), [&](const Point& p) { return p.t >= mid; });
+  auto recent = least_squares(std::span(half, points.end()));
+  return std::max(*all, recent.value_or(*all));
+}
+
+std::optional<double> early_slope(std::span<const Bucket> buckets, double min_slope,
+                                  std::vector<Point>& points, std::vector<double>& scratch) {
+  if (buckets.size() < kEarlyPoints) return std::nullopt;
+  points.clear();
+  for (const Bucket& b : buckets) points.push_back({b.mean_t(), b.mean()});
+  auto slope = theil_sen(points, scratch);
+  if (!slope || *slope < min_slope) return std::nullopt;
+  const double span = points.back().t - points.front().t;
+  const double climb = *slope * span;
+  if (largest_fall(points) > kEarlyFallShare * climb) return std::nullopt;
+  const double mid = points.front().t + span / 2;
+  auto split =
+      std::find_if(points.begin(), points.end(), [&](const Point& p) { return p.t >= mid; });
+  auto older = theil_sen(std::span(points.begin(), split), scratch);
+  auto recent = theil_sen(std::span(split, points.end()), scratch);
+  if (!older || !recent || std::min(*older, *recent) < kEarlyHalfShare * *slope ||
+      *recent < kEarlySettleShare * *older)
+    return std::nullopt;
+  return slope;
+}
+
+std::optional<double> robust_slope(std::span<const Bucket> buckets, double width,
+                                   int64_t span_buckets, double min_slope,
+                                   std::vector<Point>& points, std::vector<Point>& lower,
+                                   std::vector<Point>& upper, std::vector<double>& scratch) {
+  bucket_envelopes(buckets, width, span_buckets, points, lower, upper);
+  if (lower.size() < 4) return std::nullopt;
+
+  // Neighbours share all but one bucket of their span: every other point,
+  // ending with the newest, tells as much for a quarter of the pairs.
+  points.clear();
+  for (size_t i = (lower.size() + 1) % 2; i < lower.size(); i += 2) points.push_back(lower[i]);
+  auto slope = theil_sen(points, scratch);
+  if (!slope || *slope < min_slope) return std::nullopt;
+  const double whole = *rise(lower);
+  const double span = lower.back().t - lower.front().t;
+  const double jump_span = std::max(width, span / 8) + width / 2;
+  const double jump = largest_jump(lower, jump_span);
+  if (whole <= 0 || jump > kMaxJumpShare * whole) return std::nullopt;
+  const double mid = lower.front().t + span / 2;
+  auto recent = [&](const std::vector<Point>& e) {
+    auto from = std::find_if(e.begin(), e.end(), [&](const Point& p) { return p.t >= mid; });
+    return std::span(from, e.end());
+  };
+  auto rises = [&](std::span<const Point> half, double share) {
+    return *rise(half) >= share * *slope * (half.back().t - half.front().t);
+  };
+  if (!rises(recent(lower), kLowerRecentShare) || !rises(recent(upper), kUpperRecentShare))
+    return std::nullopt;
+  // How fast now: the upper envelope ignores a sawtooth but not a spike
+  // (which it holds for a third of the window), the bucket means the other
+  // way round; the smaller of the two is free of both.
+  points.clear();
+  for (const Bucket& b : buckets)
+    if (double end = static_cast<double>(b.index + 1) * width; end >= mid)
+      points.push_back({end, b.mean()});
+  // Only growth throughout the recent half is faster growth: not a bump
+  // taken at once (validation's memory, in an epoch as long as the window).
+  auto upper_recent = recent(upper);
+  if (largest_jump(upper_recent, jump_span) > kMaxJumpShare * *rise(upper_recent)) return slope;
+  auto peaks = theil_sen(upper_recent, scratch);
+  auto means = theil_sen(points, scratch);
+  double now = std::min(peaks.value_or(*slope), means.value_or(*slope));
+  return std::max(*slope, std::min(now, kAcceleration * *slope));
 }
 
 }  // namespace recycler::policies

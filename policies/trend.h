@@ -22,6 +22,11 @@ struct Point {
   double v = 0;
 };
 
+// The median of `values` (the mean of the middle two for an even count),
+// reordering them in place so that a caller's scratch space serves; they are
+// not empty.
+double median_of(std::span<double> values);
+
 // Median pairwise slope, points in any order; nullopt with fewer than two
 // distinct times. O(n^2) in time and memory: downsample first (the leak
 // policy keeps at most 64 points). `scratch` is reused between calls so that
@@ -148,6 +153,51 @@ class BucketWindow {
 // O(buckets); `scratch` is reused.
 std::optional<double> sample_noise(std::span<const BucketWindow::Bucket> buckets, double slope,
                                    std::vector<double>& scratch);
+
+// The leak policy's estimates from a BucketWindow's closed buckets (oldest
+// first, not empty): pure over the buckets and the parameters given.
+// `points` and `scratch` are reused between calls so that a steady caller
+// allocates nothing.
+
+// The bucket with the highest value (max): a window's peak.
+const BucketWindow::Bucket& highest(std::span<const BucketWindow::Bucket> buckets);
+
+// The highest value of the buckets after bucket index `after` (0 when there
+// are none): the recent top of a sawtooth, which meets a limit first.
+double recent_peak(std::span<const BucketWindow::Bucket> buckets, int64_t after);
+
+// A trend line's value at `at` seconds: the median of the buckets' means,
+// each carried along `slope` to `at`. A bump (a cycle's) moves the median
+// little where it would move a mean.
+double line_level(std::span<const BucketWindow::Bucket> buckets, double slope, double at,
+                  std::vector<double>& scratch);
+
+// The naive baseline: the least-squares slopes of the bucket means over all
+// of them and over the recent half of their time, the larger; nullopt with
+// fewer than two distinct times.
+std::optional<double> least_squares_slope(std::span<const BucketWindow::Bucket> buckets,
+                                          std::vector<Point>& points);
+
+// The early decision, before the envelopes can tell a cycle from a leak: the
+// Theil–Sen slope of the bucket means, at least `min_slope`, when the rise
+// is clean (at least 12 buckets, a rise four times their largest fall) and
+// steady (each half at least half as fast as the whole, the recent one at
+// least 3/4 as fast as the older); nullopt otherwise (leak.cpp: rule 1).
+std::optional<double> early_slope(std::span<const BucketWindow::Bucket> buckets, double min_slope,
+                                  std::vector<Point>& points, std::vector<double>& scratch);
+
+// Growth throughout (leak.cpp: rule 1): the Theil–Sen slope of the lower
+// envelope of the buckets' lows over `span_buckets` buckets of `width`
+// seconds (where that span lies wholly within them: a sawtooth up to that
+// long is flat in it), at least `min_slope`, not one jump, both envelopes
+// still rising in the recent half; then the larger of it and the current
+// slope (the smaller of the recent half's slopes of the upper envelope and
+// the bucket means), at most 4 times it, unless the upper envelope jumps
+// there. nullopt otherwise.
+std::optional<double> robust_slope(std::span<const BucketWindow::Bucket> buckets, double width,
+                                   int64_t span_buckets, double min_slope,
+                                   std::vector<Point>& points, std::vector<Point>& lower,
+                                   std::vector<Point>& upper, std::vector<double>& scratch);
 
 // The lowest value and the mean of each consecutive span of `length` seconds
 // (span k holds t in [k * length, (k + 1) * length)), for the current span
