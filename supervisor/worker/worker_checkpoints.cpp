@@ -25,8 +25,7 @@ bool Worker::Checkpoints::before_stop(std::optional<Duration> within) {
     return false;
   }
   resume_cause_.reset();
-  w_.phase_ = StopPhase::StopCheckpoint;
-  w_.set_state(WorkerState::Stopping);
+  await(window);
   log::event(log::Level::Info, "stop",
              fmt::format("{} stopping: asked to checkpoint first ({} to {}); {} once it "
                          "confirms (RECYCLER_CHECKPOINTED=1), at most {} from now",
@@ -38,12 +37,18 @@ bool Worker::Checkpoints::before_stop(std::optional<Duration> within) {
               {"pid", pid},
               {"checkpoint_signal", units::signal_name(p.checkpoint.signal)},
               {"checkpoint_timeout_s", static_cast<double>(window.count()) / 1000.0}});
+  return true;
+}
+
+void Worker::Checkpoints::await(Duration window) {
+  w_.phase_ = StopPhase::StopCheckpoint;
+  w_.set_state(WorkerState::Stopping);
   w_.timer_ = w_.ctx_.timers.after(window, [this, window] {
-    log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", w_.name(),
-              units::format_duration(window));
+    if (!confirmed_for_gang())
+      log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", w_.name(),
+                units::format_duration(window));
     then_stop();
   });
-  return true;
 }
 
 bool Worker::Checkpoints::send(int signal) {
@@ -117,8 +122,7 @@ bool Worker::Checkpoints::recycle_in_gang(RecycleCause cause, Duration checkpoin
     w_.send_stop_signal(StopPhase::Recycling);
     return true;
   }
-  w_.phase_ = StopPhase::StopCheckpoint;
-  w_.set_state(WorkerState::Stopping);
+  await(checkpoint_within);
   log::event(log::Level::Info, "checkpoint",
              fmt::format("{} asked to checkpoint for its gang's recycle ({} to {}); stopped once "
                          "every rank has confirmed, at most {} from now",
@@ -130,12 +134,6 @@ bool Worker::Checkpoints::recycle_in_gang(RecycleCause cause, Duration checkpoin
               {"pid", pid},
               {"signal", units::signal_name(p.checkpoint.signal)},
               {"timeout_s", static_cast<double>(checkpoint_within.count()) / 1000.0}});
-  w_.timer_ = w_.ctx_.timers.after(checkpoint_within, [this, checkpoint_within] {
-    if (!confirmed_for_gang())
-      log::warn("{} has not confirmed its checkpoint after {}; stopping it without one", w_.name(),
-                units::format_duration(checkpoint_within));
-    then_stop();
-  });
   return true;
 }
 

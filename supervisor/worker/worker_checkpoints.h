@@ -70,6 +70,11 @@ class Worker::Checkpoints {
   bool send(int signal);
 
  private:
+  // The checkpoint is asked: the stop-checkpoint phase, then the stop signal
+  // once `window` has passed, unless a confirmation (or the gang's
+  // release_stop) brings it sooner. Only a gang's confirmed rank waits
+  // without a warning.
+  void await(Duration window);
   // After a stop's or a gang's checkpoint: the stop signal of what follows
   // (a stop for good, or a recycle).
   void then_stop();
