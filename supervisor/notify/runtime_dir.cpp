@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "supervisor/util/pidfd.h"
@@ -24,6 +26,15 @@ constexpr int kMaxDepth = 8;
 
 bool all_digits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The pid a run directory's name starts with ("<pid>" or "<pid>-<n>"); 0
+// for any other name.
+pid_t pid_of_run(const std::string& name) {
+  std::string pid = name.substr(0, name.find('-'));
+  std::string rest = pid.size() < name.size() ? name.substr(pid.size() + 1) : "0";
+  if (!all_digits(pid) || pid.size() > 9 || !all_digits(rest) || rest.size() > 3) return 0;
+  return static_cast<pid_t>(std::atol(pid.c_str()));
 }
 
 void remove_tree(int dirfd, const std::string& name, int depth) {
@@ -46,21 +57,38 @@ void remove_tree(int dirfd, const std::string& name, int depth) {
   ::unlinkat(dirfd, name.c_str(), 0);
 }
 
-// The directories of recyclers that are gone (crashed, SIGKILLed).
+// The directories of recyclers that are gone (crashed, SIGKILLed). A running
+// recycler holds a lock on its own (flock, which is seen across pid
+// namespaces, where its pid is not: a recycler that is PID 1 of a container
+// sharing this directory with the host); one without the lock is gone when
+// its pid is too (a recycler from before the lock), or is this very pid.
 void remove_abandoned(int base) {
   UniqueFd listing(::openat(base, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DIR* d = listing ? ::fdopendir(listing.get()) : nullptr;
   if (!d) return;
   listing.release();  // the DIR owns it now
-  std::vector<std::string> gone;
+  // Each held locked until it is removed: a recycler that made a directory
+  // of that name meanwhile waits for its lock, then sees it gone.
+  std::vector<std::pair<std::string, UniqueFd>> gone;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (!all_digits(name) || name.size() > 9) continue;
-    pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
-    if (pid == ::getpid() || !process_exists(pid)) gone.push_back(name);
+    pid_t pid = pid_of_run(name);
+    if (pid <= 0) continue;
+    UniqueFd lock(::openat(base, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // its recycler runs
+    if (pid == ::getpid() || !process_exists(pid)) gone.emplace_back(name, std::move(lock));
   }
   ::closedir(d);
-  for (const std::string& name : gone) remove_tree(base, name, 0);
+  for (const auto& [name, lock] : gone) remove_tree(base, name, 0);
+}
+
+// Whether `fd` is still the directory `name` in `base` (another recycler's
+// remove_abandoned may have removed it between its mkdir and its lock).
+bool still_named(int base, const std::string& name, int fd) {
+  struct stat named {
+  }, held{};
+  return ::fstatat(base, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+         ::fstat(fd, &held) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
 }
 
 }  // namespace
@@ -81,27 +109,43 @@ Result<RuntimeDir> RuntimeDir::open(const std::string& base) {
   if (!opened) return opened.error();
   UniqueFd base_fd = std::move(*opened);
   remove_abandoned(base_fd.get());
-  std::string name = std::to_string(::getpid());
-  if (::mkdirat(base_fd.get(), name.c_str(), kRunMode) != 0)
-    return errno_error("mkdir " + base + "/" + name);
-  // Exactly this mode, whatever the umask.
-  if (::fchmodat(base_fd.get(), name.c_str(), kRunMode, 0) != 0)
-    return errno_error("chmod " + base + "/" + name);
-  UniqueFd own(
-      ::openat(base_fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!own) return errno_error(base + "/" + name);
-  return RuntimeDir(std::move(base_fd), std::move(own), base + "/" + name, name);
+  // "<pid>", unless another pid namespace's recycler has this pid and runs:
+  // then "<pid>-1", ...
+  std::string pid = std::to_string(::getpid());
+  for (int n = 0, tries = 0; n < 100 && tries < 200; ++tries) {
+    std::string name = n == 0 ? pid : pid + "-" + std::to_string(n);
+    if (::mkdirat(base_fd.get(), name.c_str(), kRunMode) != 0) {
+      if (errno != EEXIST) return errno_error("mkdir " + base + "/" + name);
+      ++n;
+      continue;
+    }
+    // Exactly this mode, whatever the umask.
+    if (::fchmodat(base_fd.get(), name.c_str(), kRunMode, 0) != 0)
+      return errno_error("chmod " + base + "/" + name);
+    UniqueFd lock(
+        ::openat(base_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!lock || ::flock(lock.get(), LOCK_EX) != 0) return errno_error("lock " + base + "/" + name);
+    if (!still_named(base_fd.get(), name, lock.get())) continue;  // removed meanwhile: again
+    UniqueFd own(
+        ::openat(base_fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!own) return errno_error(base + "/" + name);
+    return RuntimeDir(std::move(base_fd), std::move(own), std::move(lock), base + "/" + name, name);
+  }
+  return Error{"no free name for this run's directory in " + base};
 }
 
-RuntimeDir::RuntimeDir(UniqueFd base, UniqueFd own, std::string path, std::string name)
+RuntimeDir::RuntimeDir(UniqueFd base, UniqueFd own, UniqueFd lock, std::string path,
+                       std::string name)
     : base_(std::move(base)),
       own_(std::move(own)),
+      lock_(std::move(lock)),
       path_(std::move(path)),
       name_(std::move(name)) {}
 
 RuntimeDir::RuntimeDir(RuntimeDir&& o) noexcept
     : base_(std::move(o.base_)),
       own_(std::move(o.own_)),
+      lock_(std::move(o.lock_)),
       path_(std::move(o.path_)),
       name_(std::move(o.name_)) {}
 

@@ -3,8 +3,10 @@
 //
 //   /run/recycler/               0755, recycler's user's (as root; otherwise
 //                                $XDG_RUNTIME_DIR/recycler)
-//   /run/recycler/<pid>/         0711: this run's own; removed at exit, and
-//                                at the next start when its recycler is gone
+//   /run/recycler/<pid>/         0711: this run's own, locked (flock) while it
+//                                runs; removed at exit, and at the next start
+//                                when its recycler is gone (<pid>-<n> where a
+//                                recycler of another pid namespace has the pid)
 //   /run/recycler/<pid>/<name>/  one program's: 0700 when its workers run as
 //                                recycler's user, else the workers' group only
 //                                (0710); its socket inside is theirs (0660)
@@ -36,7 +38,7 @@ class RuntimeDir {
   RuntimeDir& operator=(RuntimeDir&&) = delete;
   ~RuntimeDir();  // removes this run's directory and everything in it
 
-  const std::string& path() const { return path_; }  // <base>/<pid>
+  const std::string& path() const { return path_; }  // <base>/<pid>[-<n>]
 
   // Who a socket is for: its workers' user and group (nullopt: recycler's).
   struct Access {
@@ -52,12 +54,13 @@ class RuntimeDir {
   void remove(const std::string& name);
 
  private:
-  RuntimeDir(UniqueFd base, UniqueFd own, std::string path, std::string name);
+  RuntimeDir(UniqueFd base, UniqueFd own, UniqueFd lock, std::string path, std::string name);
 
   UniqueFd base_;  // <base>
   UniqueFd own_;   // <base>/<pid>
+  UniqueFd lock_;  // the same, read-only, flock()ed while this run lasts
   std::string path_;
-  std::string name_;  // "<pid>"
+  std::string name_;  // "<pid>" (or "<pid>-<n>")
 };
 
 // Removes `name` in `dirfd` and, for a directory, everything below it,
