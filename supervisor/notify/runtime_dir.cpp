@@ -85,8 +85,8 @@ void remove_abandoned(int base) {
 // Whether `fd` is still the directory `name` in `base` (another recycler's
 // remove_abandoned may have removed it between its mkdir and its lock).
 bool still_named(int base, const std::string& name, int fd) {
-  struct stat named {
-  }, held{};
+  struct stat named {};
+  struct stat held {};
   return ::fstatat(base, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
          ::fstat(fd, &held) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
 }
