@@ -92,6 +92,10 @@ std::string read_scope(const config::BudgetConfig& config, const BudgetWatch::So
   switch (config.scope) {
     case BudgetScope::Workers: {
       if (workers_sum) r.used = workers_sum;
+      // A percentage is of the container's limit where recycler runs in one
+      // (the workers share it), else of the host's memory (read_host).
+      if (config.limit && config.limit->percent && !sources.container.empty())
+        r.capacity = read_memory_limit(sources.container, sources.v2);
       return sources.v2 && !sources.workers.empty() ? sources.workers + "/memory.pressure"
                                                     : std::string();
     }

@@ -138,6 +138,28 @@ TEST(Budget, ASpikeThatStaysUnderTheBudgetTriggersNothing) {
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }
 
+// A memory cgroup with a limit that recycler starts in, as a pod's container:
+// the sandbox's delegated cgroup on v2, one of the test's own on v1 (joined
+// through options.join_fds, removed at the end).
+struct ContainerCgroup {
+  ContainerCgroup(Sandbox& sandbox, Recycler::Options& options) : sb(sandbox) {
+    dir = fs::path(sb.root_dir()).parent_path().string();
+    if (sb.v2()) return;
+    dir += "/recycler-ctr-" + std::to_string(::getpid());
+    ok = ::mkdir(dir.c_str(), 0755) == 0;
+    if (ok)
+      options.join_fds.emplace_back(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  }
+  ~ContainerCgroup() {
+    if (!sb.v2() && ok) ::rmdir(dir.c_str());
+  }
+  void set_limit(uint64_t bytes) { std::ofstream(dir + "/" + sb.memory_max_file()) << bytes; }
+
+  Sandbox& sb;
+  std::string dir;
+  bool ok = true;
+};
+
 // scope: container reads the cgroup recycler started in (a pod's container,
 // here the sandbox's delegated cgroup), whose own limit a percentage is of.
 TEST(Budget, ScopeContainerIsTheCgroupRecyclerRunsInAndAPercentageIsOfItsLimit) {
@@ -174,26 +196,10 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
   RECYCLER_REQUIRE_CGROUPS();
   Sandbox sb;
   Recycler::Options options = in_sandbox(sb);
-  std::string container;
-  if (sb.v2()) {
-    container = fs::path(sb.root_dir()).parent_path().string();
-  } else {
-    container = fs::path(sb.root_dir()).parent_path().string() + "/recycler-ctr-" +
-                std::to_string(::getpid());
-    ASSERT_EQ(::mkdir(container.c_str(), 0755), 0) << container;
-    options.join_fds.emplace_back(
-        ::open((container + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-  }
-  struct Cleanup {
-    std::string dir;
-    bool v1;
-    ~Cleanup() {
-      if (v1) ::rmdir(dir.c_str());
-    }
-  } cleanup{container, !sb.v2()};
-  auto set_limit = [&](uint64_t bytes) {
-    std::ofstream(container + "/" + sb.memory_max_file()) << bytes;
-  };
+  ContainerCgroup ctr(sb, options);
+  ASSERT_TRUE(ctr.ok) << ctr.dir;
+  const std::string& container = ctr.dir;
+  auto set_limit = [&](uint64_t bytes) { ctr.set_limit(bytes); };
   set_limit(256 << 20);
   // v2: as Kubernetes (1.28+) sets it on a container, which recycler warns of.
   if (sb.v2()) std::ofstream(container + "/memory.oom.group") << 1;
@@ -232,6 +238,32 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
       std::regex(R"(big\[0\] recycle: rss [0-9.]+ MiB > 128 MiB \(25% of 512 MiB\))"), &m, 20s))
       << r.output();
   EXPECT_EQ(before, 0u) << "the new limit came before the resize";
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
+// With the default scope (the workers' sum), a percentage is of the limit of
+// the container recycler runs in, as the README's recipe says, not of the
+// host's memory (it was: 25% of this machine's memory never triggered).
+TEST(Budget, ScopeWorkersPercentageIsOfTheContainersLimit) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  Recycler::Options options = in_sandbox(sb);
+  ContainerCgroup ctr(sb, options);
+  ASSERT_TRUE(ctr.ok) << ctr.dir;
+  ctr.set_limit(256 << 20);
+  std::string cfg = sb.write(
+      "r.yaml", config_yaml(sb,
+                            "  big:\n    command: [\"" + leaky_bin() +
+                                "\", \"--rate\", \"96MiB\", \"--max\", \"96MiB\", \"--hold\"]\n"
+                                "    min_uptime: 1s\n",
+                            "budget: {limit: 25%, for: 1s, interval: 500ms}\n"));
+  Recycler r({"run", "-c", cfg}, std::move(options));
+  std::smatch m;
+  EXPECT_TRUE(r.wait_for(std::regex(R"(big\[0\] recycle: budget: workers current ([0-9.]+) MiB )"
+                                    R"(> 64 MiB for 1s; recycling big\[0\]: )"),
+                         &m, 30s))
+      << r.output();
   r.signal(SIGTERM);
   EXPECT_EQ(r.exit_code(scaled(10s)), 0);
 }
