@@ -4,7 +4,6 @@
 #include "supervisor/config/check.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include "policies/policy.h"
 #include "supervisor/config/devices.h"
@@ -18,14 +17,11 @@ void check_control(const ControlSites& sites, const HostLookup& host, ControlCon
                    Report& r) {
   if (const auto& s = sites.socket) {
     std::string dir = fs::path(control.socket).parent_path().string();
-    auto mode = host.directory_mode(dir.empty() ? "." : dir);
-    if (mode && (*mode & (S_IWGRP | S_IWOTH)))
+    if (auto why = host.unsafe_socket_dir(dir.empty() ? "." : dir))
       r.error(s->slot, s->mark,
-              fmt::format("{}: its directory {} is writable by other users (mode "
-                          "{:04o}): any of them could bind {} first and answer "
-                          "recycler's clients; use a directory only recycler's user "
-                          "can write to (the default: /run/recycler)",
-                          s->path, dir, *mode, quote(control.socket)));
+              fmt::format("{}: {}: use a directory only recycler's user can write to (the "
+                          "default: /run/recycler)",
+                          s->path, *why));
   }
   if (const auto& s = sites.group) {
     auto gid = host.group(s->value);

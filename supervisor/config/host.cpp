@@ -130,10 +130,10 @@ class RealHost final : public HostLookup {
     return opened.error().message;
   }
 
-  std::optional<mode_t> directory_mode(const std::string& path) const override {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
-    return st.st_mode & 07777;
+  std::optional<std::string> unsafe_socket_dir(const std::string& dir) const override {
+    if (Status s = check_private_dir(dir, Shared::Never, "not a place for recycler's socket"); !s)
+      return s.error().message;
+    return std::nullopt;
   }
 
   std::optional<std::string> cuda_visible_devices() const override {

@@ -44,8 +44,10 @@ class HostLookup {
   // have written it or a directory on its way (util/safe_dir.h's
   // open_trusted_file); nullopt when none could.
   virtual std::optional<std::string> untrusted_library(const std::string& path) const = 0;
-  // The mode of the directory `path` when it exists (following symlinks).
-  virtual std::optional<mode_t> directory_mode(const std::string& path) const = 0;
+  // Why recycler must not bind a socket in the directory `dir`: another
+  // user could take the name first (util/safe_dir.h's rules with
+  // Shared::Never, as `run` applies them); nullopt when none could.
+  virtual std::optional<std::string> unsafe_socket_dir(const std::string& dir) const = 0;
   // The memory recycler's workers can have at most: the host's MemTotal, or
   // recycler's own cgroup's limit when that is lower; nullopt when unknown
   // (a fake host, unless a test sets it).

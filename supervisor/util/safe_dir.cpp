@@ -141,6 +141,12 @@ Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode, S
   return walk_to_dir(path, create_mode, Last::Private, shared, "refusing to write there");
 }
 
+Status check_private_dir(const std::string& path, Shared shared, const char* refusing) {
+  auto dir = walk_to_dir(path, std::nullopt, Last::Private, shared, refusing);
+  if (!dir && dir.error().code != ENOENT) return dir.error();
+  return Ok{};
+}
+
 Result<UniqueFd> open_trusted_file(const std::string& path) {
   constexpr const char* kRefusing = "refusing to load from there";
   std::string at = path;

@@ -42,6 +42,13 @@ enum class Shared { Sticky, Never };
 Result<UniqueFd> open_private_dir(const std::string& path, mode_t create_mode,
                                   Shared shared = Shared::Sticky);
 
+// What open_private_dir(path, ..., shared) would refuse, without creating
+// or opening anything past what exists (`recycler check`): the rules are
+// applied to the directories of `path` that exist; what is missing would be
+// created as recycler's own. Error: the component and the rule it broke,
+// then `refusing` ("not a place for a socket").
+Status check_private_dir(const std::string& path, Shared shared, const char* refusing);
+
 // Opens `path`, a file recycler loads code from (a library it dlopens or has
 // a worker preload), read-only, when no other user could have changed it:
 // the file and every directory on the way belong to root or recycler's user

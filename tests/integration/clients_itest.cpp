@@ -276,8 +276,21 @@ TEST_F(HostileClients, AControlSocketAnotherUserCouldTakeIsRefusedAndAnImpostorI
                                            "}\nprograms:\n  app: {command: [sleep, \"1000\"]}\n");
   Recycler check({"check", "-c", cfg}, Recycler::Options{});
   EXPECT_EQ(check.exit_code(), 2);
-  EXPECT_THAT(check.output(), HasSubstr("r.yaml:1:19: error: control.socket: its directory " +
-                                        shared + " is writable by other users (mode 1777)"));
+  EXPECT_THAT(check.output(), HasSubstr("r.yaml:1:19: error: control.socket: " + shared +
+                                        ": writable by other users (mode 1777)"));
+  // Another user's directory, writable by that user alone: refused by check
+  // as by run (check looked at the mode bits only).
+  std::string theirs = sb.tmp() + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), kNobody, kNobody), 0);
+  std::string theirs_cfg = sb.write("theirs.yaml", "control: {socket: " + theirs +
+                                                       "/api.sock}\nprograms:\n  app: {command: "
+                                                       "[sleep, \"1000\"]}\n");
+  Recycler check_theirs({"check", "-c", theirs_cfg}, Recycler::Options{});
+  EXPECT_EQ(check_theirs.exit_code(), 2);
+  EXPECT_THAT(check_theirs.output(), HasSubstr("control.socket: " + theirs +
+                                               ": owned by uid 65534, not by recycler's "
+                                               "user (uid 0)"));
 
   // nobody binds the name first and answers like a recycler would.
   int ready[2];
@@ -318,7 +331,7 @@ TEST_F(HostileClients, AControlSocketAnotherUserCouldTakeIsRefusedAndAnImpostorI
   // recycler itself refuses the place, rather than taking the impostor for a twin.
   Recycler run({"run", "-c", cfg}, Recycler::Options{});
   EXPECT_EQ(run.exit_code(10s), 2);
-  EXPECT_THAT(run.output(), HasSubstr("is writable by other users"));
+  EXPECT_THAT(run.output(), HasSubstr(": writable by other users (mode 1777)"));
   EXPECT_THAT(run.output(), ::testing::Not(HasSubstr("another recycler")));
   ::kill(impostor, SIGKILL);
   ::waitpid(impostor, nullptr, 0);

@@ -3,6 +3,7 @@
 // namespace config, not testing: the config tests name gtest's `testing::`.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -76,11 +77,16 @@ class FakeHost final : public HostLookup {
     if (it == untrusted_.end()) return std::nullopt;
     return it->second;
   }
-  // A directory added without a mode is 0755.
-  std::optional<mode_t> directory_mode(const std::string& path) const override {
-    if (file_type(path) != FileType::Directory) return std::nullopt;
+  // A directory added without a mode is 0755 and recycler's own; one that
+  // others may write to is refused as the real rules would refuse it.
+  std::optional<std::string> unsafe_socket_dir(const std::string& path) const override {
     auto it = modes_.find(path);
-    return it == modes_.end() ? 0755 : it->second;
+    if (file_type(path) != FileType::Directory || it == modes_.end()) return std::nullopt;
+    if (!(it->second & 022)) return std::nullopt;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(it->second & 07777));
+    return path + ": writable by other users (mode " + mode +
+           "): any of them could take a name there first; not a place for recycler's socket";
   }
   FakeHost& set_memory(std::optional<uint64_t> bytes) {
     memory_ = bytes;

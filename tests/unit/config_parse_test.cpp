@@ -735,10 +735,10 @@ programs: {api: {command: [/bin/true]}}
 )",
                              "test.yaml", host);
   EXPECT_THAT(lines(shared.errors),
-              ElementsAre("test.yaml:1:19: error: control.socket: its directory /tmp is writable "
-                          "by other users (mode 1777): any of them could bind \"/tmp/api.sock\" "
-                          "first and answer recycler's clients; use a directory only recycler's "
-                          "user can write to (the default: /run/recycler)"));
+              ElementsAre("test.yaml:1:19: error: control.socket: /tmp: writable by other "
+                          "users (mode 1777): any of them could take a name there first; not a "
+                          "place for recycler's socket: use a directory only recycler's user can "
+                          "write to (the default: /run/recycler)"));
   auto own = parse_string(R"(control: {socket: /run/recycler/api.sock}
 programs: {api: {command: [/bin/true]}}
 )",

@@ -211,6 +211,30 @@ TEST_F(SafeDir, ASocketsDirectoryMayNotBeWritableByOthersEvenWithTheStickyBit) {
       << "a private directory under it is fine";
 }
 
+// What `recycler check` says of a socket's directory is what `run` would do
+// there, without creating anything: another user's directory is refused as
+// a sticky one is; a directory still to be made is fine.
+TEST_F(SafeDir, CheckingASocketsDirectoryAppliesTheRulesOfOpeningItAndCreatesNothing) {
+  REQUIRE_ROOT();
+  constexpr const char* kRefusing = "not a place for recycler's socket";
+  std::string theirs = mkdir("theirs", 0755);
+  ASSERT_EQ(::chown(theirs.c_str(), kNobody, kNobody), 0);
+  Status s = check_private_dir(theirs, Shared::Never, kRefusing);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, theirs +
+                                   ": owned by uid 65534, not by recycler's user (uid 0); not a "
+                                   "place for recycler's socket");
+  EXPECT_FALSE(open_private_dir(theirs, 0755, Shared::Never).ok()) << "run refuses it too";
+  std::string sticky = mkdir("sticky", 01777);
+  EXPECT_FALSE(check_private_dir(sticky, Shared::Never, kRefusing).ok());
+  EXPECT_TRUE(check_private_dir(sticky, Shared::Sticky, kRefusing).ok());
+  std::string missing = tmp_ + "/mine/run";
+  EXPECT_TRUE(check_private_dir(missing, Shared::Never, kRefusing).ok());
+  EXPECT_FALSE(fs::exists(tmp_ + "/mine")) << "nothing is created";
+  EXPECT_FALSE(check_private_dir(theirs + "/under", Shared::Never, kRefusing).ok())
+      << "what exists on the way is checked";
+}
+
 std::string write_file(const std::string& path, mode_t mode) {
   std::ofstream(path) << "\x7f"
                          "ELF";
