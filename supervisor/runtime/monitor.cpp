@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <type_traits>
 
 #include "policies/base/fields.h"
@@ -172,7 +173,7 @@ void ProgramMonitor::begin_run(Slot& slot) {
   }
 
   if (slot.watched != &w.cgroup()) {
-    slot.watch.reset();
+    slot.watches.clear();
     slot.watch_tried = false;
   }
   if (!slot.watch_tried) watch_memory(slot);
@@ -187,18 +188,24 @@ void ProgramMonitor::watch_memory(Slot& slot) {
   policies::WorkerContext context;
   context.started = w.started_at();
   context.memory_max = controller_.memory_max();
-  std::optional<uint64_t> threshold;
+  std::set<uint64_t> thresholds;
   for (const policies::Policy* p : controller_.policies())
-    if (auto t = p->fast_threshold(context); t && (!threshold || *t < *threshold)) threshold = t;
+    if (auto t = p->fast_threshold(context)) thresholds.insert(*t);
   auto dir = w.cgroup().memory_dir();
-  if (threshold && dir) {
-    auto watch = probe::MemoryWatch::create(ctx_.loop, dir->fd, dir->v2, *threshold,
+  if (thresholds.empty() || !dir) return;
+  // v2's watch is memory.high, one value: the lowest (it throttles the
+  // worker there while it is recycled).
+  if (dir->v2) thresholds.erase(std::next(thresholds.begin()), thresholds.end());
+  for (uint64_t threshold : thresholds) {
+    auto watch = probe::MemoryWatch::create(ctx_.loop, dir->fd, dir->v2, threshold,
                                             [this, &slot] { on_kernel_event(slot); });
-    if (watch)
-      slot.watch = std::move(watch.value());
-    else
+    if (!watch) {
       log::warn("{}: no fast path for memory spikes (sampling every {} only): {}", w.name(),
                 format_duration(program_->sample_interval), watch.error().message);
+      slot.watches.clear();
+      return;
+    }
+    slot.watches.push_back(std::move(watch.value()));
   }
 }
 
@@ -210,8 +217,8 @@ void ProgramMonitor::set_default_memory_max(std::optional<uint64_t> bytes) {
   // memory.high, which a watch only ever lowers): back to the program's own
   // memory.high, then armed again at the new one.
   for (auto& slot : slots_) {
-    if (!slot->watch) continue;
-    slot->watch.reset();
+    if (slot->watches.empty()) continue;
+    slot->watches.clear();
     if (auto dir = slot->watched->memory_dir(); dir && dir->v2) {
       const auto& high = program_->limits.memory_high;
       if (Status s = write_file_at(dir->fd, cgroup::kV2.memory_high,

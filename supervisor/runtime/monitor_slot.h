@@ -23,9 +23,11 @@ struct ProgramMonitor::Slot {
   // sample (watch_silence); moved on by each WATCHDOG=1 or iteration.
   std::unique_ptr<Timer> silence;
   TimePoint silent_at{};
-  // The cgroup outlives runs, and so does its kernel watch (a surge moves
-  // the slot to its other cgroup: then the watch is made afresh).
-  std::unique_ptr<probe::MemoryWatch> watch;
+  // The cgroup outlives runs, and so do its kernel watches (a surge moves
+  // the slot to its other cgroup: then they are made afresh): on v1 one per
+  // policy's threshold (a checkpoint asked for at the lowest must not hide a
+  // backstop's above it), on v2 the lowest (memory.high).
+  std::vector<std::unique_ptr<probe::MemoryWatch>> watches;
   bool watch_tried = false;
   const cgroup::WorkerCgroup* watched = nullptr;
   unsigned follow_ups = 0;  // close samples left after a kernel event
