@@ -81,6 +81,12 @@ class ProcessTable::Child final : public Process {
     return ::kill(pid_, sig) == 0;  // unreaped, so the pid is still ours
   }
 
+  // Unreaped, the leader's pid is still ours, and so is its group's.
+  bool signal_group(int sig) override {
+    if (reaped_) return false;
+    return ::kill(-pid_, sig) == 0;
+  }
+
   void try_reap() {
     if (reaped_) return;
     int wstatus = 0;

@@ -43,6 +43,10 @@ class Process {
   // Sends `sig` unless the process has been reaped already (then false and
   // nothing is sent): a pid is never signalled after it was reaped.
   virtual bool signal(int sig) = 0;
+  // The same to its whole process group, where recycler started it (each
+  // child is a session leader: its children stay in its group unless they
+  // leave it), so that a `sh -c` command's children go with it.
+  virtual bool signal_group(int sig) { return signal(sig); }
 };
 
 // Identifies a worker's output lines.

@@ -65,12 +65,12 @@ Diagnosis::Diagnosis(Launcher& launcher, Timers& timers, const std::vector<std::
   timeout_ = timers_.after(config_.timeout, [this] {
     if (!process_ || exited_) return;
     timed_out_ = true;
-    process_->signal(SIGKILL);
+    process_->signal_group(SIGKILL);  // gdb under `sh -c` too
   });
 }
 
 Diagnosis::~Diagnosis() {
-  if (process_ && !exited_) process_->signal(SIGKILL);
+  if (process_ && !exited_) process_->signal_group(SIGKILL);
 }
 
 // From a later turn: the exit callback must return before its Process goes.

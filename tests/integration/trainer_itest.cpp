@@ -209,5 +209,35 @@ stuck_in_a_lock(lock)
   EXPECT_THAT(read_text(timelines + "/train.0.events.csv"), HasSubstr(",diagnosed,"));
 }
 
+// diagnose on a leak (any policy named in diagnose.policies): its command
+// runs before the recycle, and one that outlives its timeout is killed with
+// every process it started (a `sh -c` command's children were left running),
+// then the recycle it held goes on.
+TEST(Trainer, ADiagnosisPastItsTimeoutIsKilledWithItsChildrenAndTheRecycleGoesOn) {
+  RECYCLER_REQUIRE_CGROUPS();
+  Sandbox sb;
+  const std::string pidfile = sb.tmp() + "/child.pid";
+  std::string cfg = sb.write("c.yaml", config_yaml(sb, R"(  big:
+    command: [")" + leaky_bin() + R"(", "--rate", "64MiB", "--step", "50"]
+    sample_interval: 200ms
+    policies:
+      - memory: {limit: 64MiB}
+    diagnose:
+      command: sleep 1000 & echo $! > )" + pidfile + R"(; echo started; wait
+      timeout: 1s
+      policies: [memory]
+)"));
+  Recycler r({"run", "-c", cfg}, sb);
+  auto diagnosed =
+      r.wait_for("big[0] diagnosed before its recycle (memory policy): `", scaled(20s));
+  ASSERT_TRUE(diagnosed) << r.output();
+  EXPECT_THAT(*diagnosed, HasSubstr("killed by SIGKILL at its timeout after 1s"));
+  pid_t child = std::stoi(read_text(pidfile));
+  EXPECT_TRUE(wait_gone(child, scaled(5s))) << "the command's child " << child << " outlived it";
+  ASSERT_TRUE(r.wait_for("big[0] started: pid", scaled(10s))) << r.output();
+  r.signal(SIGTERM);
+  EXPECT_EQ(r.exit_code(scaled(10s)), 0);
+}
+
 }  // namespace
 }  // namespace recycler::testing
