@@ -276,7 +276,7 @@ struct RecycleConfig {
 };
 
 // `gang:`: the program's instances are the ranks of one job
-// (runtime/gang.h): a decision for one recycles them all together, and each
+// (worker/gang.h): a decision for one recycles them all together, and each
 // start gets RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (its slot and
 // the instances), and MASTER_ADDR and MASTER_PORT with `master`.
 struct GangConfig {

@@ -305,6 +305,11 @@ void parse_gang(const Field& f, ProgramConfig& p, Report& r) {
     r.error(f.mark(), f.path +
                           ": a gang's ranks stop and start together; recycle.mode: surge runs "
                           "two generations of one rank side by side: use recycle.mode: restart");
+  if (p.gang && p.checkpoint.on_timeout == CheckpointTimeout::Wait)
+    r.warning(f.mark(), f.path +
+                            ": a gang stops every rank at checkpoint.timeout (no rank waits "
+                            "alone while the others wait in a collective): "
+                            "checkpoint.on_timeout: wait does not apply to it");
 }
 
 // A surge runs two generations of a slot at once: without listen, both bind

@@ -59,6 +59,16 @@ TEST(GangConfig, ErrorsNameFileLineColumnAndKey) {
                                     "recycle.mode: surge")));
 }
 
+// A setting that would do nothing is said: a gang stops every rank at its
+// checkpoint.timeout whatever on_timeout says.
+TEST(GangConfig, OnTimeoutWaitIsWarnedOfForAGang) {
+  EXPECT_THAT(test::warnings(program("    gang: true\n    checkpoint: {on_timeout: wait}\n")),
+              ElementsAre(HasSubstr("test.yaml:5:11: warning: programs.ddp.gang: a gang stops "
+                                    "every rank at checkpoint.timeout")));
+  EXPECT_THAT(test::warnings(program("    gang: true\n    checkpoint: {timeout: 1m}\n")),
+              ::testing::IsEmpty());
+}
+
 TEST(CheckpointSignalTo, MainByDefaultChildrenOrAll) {
   auto loaded = parse(program("    checkpoint: {signal: USR1}\n"));
   ASSERT_TRUE(loaded.config);
