@@ -208,7 +208,8 @@ void Worker::on_exit(ExitStatus status) {
     size_t n = main_.cgroup->pids().size();
     main_.cgroup->kill_all();
     if (n > 0)
-      log::info("{}: killed {} leftover process{} in its cgroup", name(), n, n == 1 ? "" : "es");
+      log::info("{}: killed {} leftover process{} {}", name(), n, n == 1 ? "" : "es",
+                main_.cgroup->enforcing() ? "in its cgroup" : "it had started");
   }
   drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name(),
                [this] { after_drain(); });
@@ -358,8 +359,9 @@ void Worker::send_stop_signal(StopPhase phase) {
   phase_ = phase;
   set_state(WorkerState::Stopping);
   signal_then_kill(ctx_.timers, s.timeout, *main_.process, s.signal, timer_, [this] {
-    log::warn("{} still running {} after {}; killing every process in its cgroup", name(),
-              format_duration(program().stop.timeout), units::signal_name(program().stop.signal));
+    log::warn("{} still running {} after {}; killing every process {}", name(),
+              format_duration(program().stop.timeout), units::signal_name(program().stop.signal),
+              main_.cgroup->enforcing() ? "in its cgroup" : "it started");
     phase_ = StopPhase::StopSigkill;
     main_.cgroup->kill_all();
     if (main_.process) main_.process->signal(SIGKILL);  // in case the main process left its cgroup
