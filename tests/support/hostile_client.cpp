@@ -1,6 +1,6 @@
 // hostile_client: clients of recycler's control socket and metrics endpoint
 // that behave as an attacker would, for the hardening tests
-// (tests/integration/clients_itest.cpp) and bench/hostile_clients.sh. Each
+// (tests/integration/clients_itest.cpp) and bench/hostile.sh, part 3. Each
 // mode stops by itself after --seconds (or its --requests), or early on
 // SIGTERM, and prints one summary line, "hostile_client: ...", that the
 // callers read.
