@@ -231,7 +231,7 @@ TEST(Trainer, ADiagnosisPastItsTimeoutIsKilledWithItsChildrenAndTheRecycleGoesOn
   auto diagnosed =
       r.wait_for("big[0] diagnosed before its recycle (memory policy): `", scaled(20s));
   ASSERT_TRUE(diagnosed) << r.output();
-  EXPECT_THAT(*diagnosed, HasSubstr("killed by SIGKILL at its timeout after 1s"));
+  EXPECT_THAT(*diagnosed, HasSubstr("killed by SIGKILL at its timeout after "));
   pid_t child = std::stoi(read_text(pidfile));
   EXPECT_TRUE(wait_gone(child, scaled(5s))) << "the command's child " << child << " outlived it";
   ASSERT_TRUE(r.wait_for("big[0] started: pid", scaled(10s))) << r.output();
