@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "policies/base/enums.h"
 #include "policies/policy.h"
 
 namespace recycler::policies {
@@ -33,17 +34,12 @@ std::vector<std::string> Registry::names() const {
 }
 
 const char* to_string(Decision::Action action) {
-  switch (action) {
-    case Decision::Action::None:
-      return "none";
-    case Decision::Action::Restart:
-      return "restart";
-    case Decision::Action::Checkpoint:
-      return "checkpoint";
-    case Decision::Action::Signal:
-      return "signal";
-  }
-  return "?";
+  static constexpr EnumName<Decision::Action> kActions[] = {
+      {Decision::Action::None, "none"},
+      {Decision::Action::Restart, "restart"},
+      {Decision::Action::Checkpoint, "checkpoint"},
+      {Decision::Action::Signal, "signal"}};
+  return enum_name(kActions, action);
 }
 
 }  // namespace recycler::policies

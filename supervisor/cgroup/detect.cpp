@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <sstream>
 
+#include "policies/base/enums.h"
 #include "supervisor/cgroup/cgroup.h"
 
 namespace recycler::cgroup {
@@ -180,17 +181,9 @@ void detect_v2(Layout& layout, const std::string& root, const std::string& mount
 }  // namespace
 
 const char* to_string(Mode mode) {
-  switch (mode) {
-    case Mode::None:
-      return "none";
-    case Mode::V1:
-      return "v1";
-    case Mode::Hybrid:
-      return "hybrid";
-    case Mode::V2:
-      return "v2";
-  }
-  return "?";
+  static constexpr EnumName<Mode> kModes[] = {
+      {Mode::None, "none"}, {Mode::V1, "v1"}, {Mode::Hybrid, "hybrid"}, {Mode::V2, "v2"}};
+  return enum_name(kModes, mode);
 }
 
 std::vector<MountEntry> parse_mountinfo(const std::string& text) {

@@ -22,7 +22,10 @@ constexpr std::chrono::seconds kWarnEvery{10};
 }  // namespace
 
 Router::Router(uv_loop_t* loop, Lookup lookup, std::string proc)
-    : loop_(loop), lookup_(std::move(lookup)), proc_(std::move(proc)) {}
+    : loop_(loop), lookup_(std::move(lookup)), proc_(std::move(proc)) {
+  struct stat s {};
+  if (::stat((proc_ + "/self/ns/net").c_str(), &s) == 0) own_net_.emplace(s.st_dev, s.st_ino);
+}
 
 void Router::open_runtime_dir() {
   std::optional<std::string> base = default_runtime_base();
@@ -153,17 +156,10 @@ void Router::warn(const std::string& program, const NotifySocket::Datagram& d, b
 // a sender in another one (it reached the socket by its path) would have
 // recycler's answer land on whatever socket holds that name in recycler's.
 bool Router::same_network_namespace(pid_t pid) const {
-  // recycler's own stays what it was at start (it never changes namespaces).
-  static const std::optional<std::pair<dev_t, ino_t>> own =
-      []() -> std::optional<std::pair<dev_t, ino_t>> {
-    struct stat s {};
-    if (::stat("/proc/self/ns/net", &s) != 0) return std::nullopt;
-    return std::pair{s.st_dev, s.st_ino};
-  }();
   struct stat theirs {};
-  if (!own) return false;
+  if (!own_net_) return false;
   std::string path = fmt::format("{}/{}/ns/net", proc_, pid);
-  return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own;
+  return ::stat(path.c_str(), &theirs) == 0 && std::pair{theirs.st_dev, theirs.st_ino} == *own_net_;
 }
 
 // systemd-notify sends and exits: by the time its datagram is read its

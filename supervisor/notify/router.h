@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "supervisor/notify/message.h"
 #include "supervisor/notify/runtime_dir.h"
@@ -108,6 +109,8 @@ class Router {
   uv_loop_t* loop_;
   Lookup lookup_;
   std::string proc_;
+  // recycler's own network namespace (it never changes namespaces).
+  std::optional<std::pair<dev_t, ino_t>> own_net_;
   std::optional<RuntimeDir> runtime_;
   std::map<std::string, std::unique_ptr<NotifySocket>> sockets_;
   std::map<pid_t, Origin> senders_;

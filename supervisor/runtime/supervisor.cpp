@@ -147,6 +147,7 @@ Supervisor::Supervisor(config::Config config, SupervisorOptions options)
                  .starting = [this] { return start_up_ != nullptr; },
                  .finish = [this](int code) { shutdown(code, false); }}) {
   context_.service = &service_;
+  context_.proc = options_.paths.proc;
   context_.gpus_auto = &gpu_pool_.entries();
   monitor_context_.launcher = &processes_;
   monitor_context_.gpus_auto = &gpu_pool_.entries();

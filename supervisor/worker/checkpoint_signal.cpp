@@ -40,14 +40,14 @@ std::string checkpoint_target(config::SignalTo to, pid_t main) {
 }
 
 unsigned send_checkpoint_signal(config::SignalTo to, int signal, Process& main,
-                                const cgroup::WorkerCgroup& cgroup) {
+                                const cgroup::WorkerCgroup& cgroup, const std::string& proc) {
   pid_t main_pid = main.pid();
   if (to == config::SignalTo::Main) {
     errno = ESRCH;
     return main.signal(signal) ? 1 : 0;
   }
-  auto parent_of = [](pid_t pid) -> std::optional<pid_t> {
-    auto stat = probe::read_stat("/proc", pid);
+  auto parent_of = [&proc](pid_t pid) -> std::optional<pid_t> {
+    auto stat = probe::read_stat(proc, pid);
     if (!stat) return std::nullopt;
     return static_cast<pid_t>(stat->ppid);
   };

@@ -33,8 +33,9 @@ std::string checkpoint_target(config::SignalTo to, pid_t main);
 // Sends `signal` to the processes `to` names: to `main` through its own
 // handle, to the others through a pidfd each, taken while the process is in
 // `cgroup`. How many were signalled; 0 with errno set when none was (ESRCH:
-// the main process has no child, for SignalTo::Children).
+// the main process has no child, for SignalTo::Children). Parents are read
+// under `proc`.
 unsigned send_checkpoint_signal(config::SignalTo to, int signal, Process& main,
-                                const cgroup::WorkerCgroup& cgroup);
+                                const cgroup::WorkerCgroup& cgroup, const std::string& proc);
 
 }  // namespace recycler

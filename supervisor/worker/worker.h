@@ -131,6 +131,9 @@ struct WorkerServices {
   // user to do next: with a config file, fix and reload; in wrap mode there
   // is no file to reload.
   std::string failed_advice = "Fix the program, then reload (SIGHUP) or restart recycler.";
+  // Where /proc is (Paths::proc): the checkpoint signal's `children` reads
+  // parents there.
+  std::string proc = "/proc";
 };
 
 class Worker final {

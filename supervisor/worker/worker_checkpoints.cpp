@@ -53,7 +53,7 @@ void Worker::Checkpoints::await(Duration window) {
 
 bool Worker::Checkpoints::send(int signal) {
   return send_checkpoint_signal(w_.program().checkpoint.signal_to, signal, *w_.main_.process,
-                                *w_.main_.cgroup) > 0;
+                                *w_.main_.cgroup, w_.ctx_.proc) > 0;
 }
 
 void Worker::Checkpoints::then_stop() {
