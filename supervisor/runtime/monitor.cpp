@@ -13,6 +13,7 @@
 #include "supervisor/log/log.h"
 #include "supervisor/runtime/monitor_slot.h"
 #include "supervisor/util/fd.h"
+#include "supervisor/worker/worker_checkpoints.h"
 
 namespace recycler {
 
@@ -362,7 +363,7 @@ void ProgramMonitor::on_notify(Worker& worker, engine::Generation generation, pi
   if (!slot) return;
   switch (generation) {
     case engine::Generation::Current:
-      if (message.checkpointed) worker.checkpoint_confirmed();
+      if (message.checkpointed) worker.checkpoints().confirmed();
       controller_.notified(slot->index, sender, message);
       if (program_->watchdog_timeout && (message.watchdog || message.iteration))
         watch_silence(*slot);

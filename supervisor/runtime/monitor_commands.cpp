@@ -9,6 +9,7 @@
 #include "supervisor/log/log.h"
 #include "supervisor/runtime/monitor.h"
 #include "supervisor/runtime/monitor_slot.h"
+#include "supervisor/worker/worker_checkpoints.h"
 
 namespace recycler {
 
@@ -65,7 +66,7 @@ void ProgramMonitor::carry_out(Slot& slot, engine::AskCheckpoint& c) {
       controller_.checkpoint_failed(c.slot, pid, "it is not running");
     return;
   }
-  if (int err = w.checkpoint(c.signal, RecycleCause{c.reason, true}); err != 0)
+  if (int err = w.checkpoints().ask(c.signal, RecycleCause{c.reason, true}); err != 0)
     controller_.checkpoint_failed(c.slot, pid, std::strerror(err));
   else
     controller_.checkpoint_sent(c.slot, pid);

@@ -122,7 +122,7 @@ void Gang::maybe_release_starts() {
   std::string stopped;
   for (const Member& m : members_) {
     const Worker& w = worker(m.slot);
-    if (w.parked()) continue;
+    if (w.checkpoints().parked()) continue;
     if (w.state() != WorkerState::Stopped && w.state() != WorkerState::Failed) return;
     stopped += (stopped.empty() ? "" : ", ") + w.name();
   }
@@ -135,7 +135,7 @@ void Gang::maybe_release_starts() {
               worker(members_.front().slot).program().name, stopped);
     acting_ = true;
     for (const Member& m : members_)
-      if (worker(m.slot).parked()) worker(m.slot).stop(nullptr);
+      if (worker(m.slot).checkpoints().parked()) worker(m.slot).stop(nullptr);
     acting_ = false;
     return;
   }
@@ -160,7 +160,7 @@ void Gang::maybe_done() {
   unsigned running = 0;
   for (const Member& m : members_) {
     const Worker& w = worker(m.slot);
-    if (w.parked() || w.state() == WorkerState::Starting) return;
+    if (w.checkpoints().parked() || w.state() == WorkerState::Starting) return;
     if (w.state() == WorkerState::Running) ++running;
   }
   phase_ = Phase::Idle;
@@ -190,7 +190,7 @@ void Gang::on_state_change(Worker& w) {
       return maybe_release_stops();
     case Phase::Stopping:
       // A rank that parks says so through its hook, once it is done.
-      if (!w.parked()) maybe_release_starts();
+      if (!w.checkpoints().parked()) maybe_release_starts();
       return;
     case Phase::Starting:
       return maybe_done();

@@ -94,10 +94,6 @@ std::optional<pid_t> Worker::pid() const {
   return std::nullopt;
 }
 
-bool Worker::parked() const {
-  return checkpoints_->parked();
-}
-
 void Worker::set_state(WorkerState s) {
   state_ = s;
   // Single processes signalled are watched no longer: nothing of the slot runs.
@@ -211,7 +207,7 @@ void Worker::on_exit(ExitStatus status) {
       log::info("{}: killed {} leftover process{} {}", name(), n, n == 1 ? "" : "es",
                 main_.cgroup->enforcing() ? "in its cgroup" : "it had started");
   }
-  drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kDrainTimeout, timer_, name(),
+  drain_cgroup(ctx_.timers, *main_.cgroup, ctx_.timers.now() + kCgroupDrainTimeout, timer_, name(),
                [this] { after_drain(); });
 }
 
@@ -315,10 +311,6 @@ void Worker::stop(std::function<void()> done, std::optional<Duration> checkpoint
   send_stop_signal(StopPhase::StopSigterm);
 }
 
-void Worker::checkpoint_confirmed() {
-  checkpoints_->confirmed();
-}
-
 bool Worker::recycle(Duration delay, RecycleCause cause) {
   if (state_ != WorkerState::Running || after_exit_.stopping_for_good()) return false;
   if (surge_.enabled()) {
@@ -330,22 +322,6 @@ bool Worker::recycle(Duration delay, RecycleCause cause) {
   after_exit_.enter_replace(delay, std::move(cause));
   send_stop_signal(StopPhase::Recycling);
   return true;
-}
-
-void Worker::expect_clean_exit(RecycleCause cause) {
-  if (state_ != WorkerState::Running) return;
-  after_exit_.enter_resume(std::move(cause), 0);
-}
-
-int Worker::checkpoint(int signal, RecycleCause cause) {
-  if (state_ != WorkerState::Running || !main_.process) return ESRCH;
-  // The main process is recycler's child and not reaped yet: its pidfd is its own.
-  errno = ESRCH;
-  if (!checkpoints_->send(signal)) return errno;
-  phase_ = StopPhase::Checkpointing;
-  expect_clean_exit(std::move(cause));
-  after_exit_.signal = signal;
-  return 0;
 }
 
 bool Worker::signal(int signal) {

@@ -164,12 +164,12 @@ class Worker final {
   // checkpoint.timeout; zero: no checkpoint); its exit meanwhile ends the
   // stop. A start after a confirmed one resumes (RECYCLER_RESUME=1).
   void stop(std::function<void()> done, std::optional<Duration> checkpoint_within = std::nullopt);
-  // RECYCLER_CHECKPOINTED=1 from the worker: a stop waiting for it goes on.
-  void checkpoint_confirmed();
-  // Its checkpoints before a stop and as one rank of a gang's recycle, and
+  // Its checkpoints: asked before a recycle, before a stop and as one rank
+  // of a gang's recycle, their confirmations (RECYCLER_CHECKPOINTED=1), and
   // what its next start resumes from (worker_checkpoints.h).
   class Checkpoints;
   Checkpoints& checkpoints() { return *checkpoints_; }
+  const Checkpoints& checkpoints() const { return *checkpoints_; }
   // Kills every process of the slot now and stops it.
   void kill(std::function<void()> done);
   // Recycles a running worker: the stop signal, SIGKILL to its cgroup after
@@ -188,15 +188,6 @@ class Worker final {
   // generation a process of a given cgroup variant belongs to (their requests
   // count in different runs).
   const Surge& surge() const { return surge_; }
-  // While a worker checkpoints on request, its own clean exit (status 0) is
-  // the end of that recycle, not the end of the program: the replacement
-  // starts at once, with `cause`. Cleared by the next start.
-  void expect_clean_exit(RecycleCause cause);
-  // Asks the running main process to checkpoint: `signal` to it (through its
-  // pidfd) and expect_clean_exit(cause). Its death by `signal` itself (no
-  // handler for it, or it was exiting as it came) ends the recycle like a
-  // clean exit, with a warning. 0, or the errno of the failure.
-  int checkpoint(int signal, RecycleCause cause);
   // Recycles one process of the worker (a pre-fork server's child): `signal`
   // once it is known to be in the worker's cgroup, SIGKILL after
   // stop.timeout; `on_exit` once it has exited, `on_left` once it has left
@@ -206,10 +197,6 @@ class Worker final {
     return signals_.signal(*main_.cgroup, pid, signal, std::move(on_exit), std::move(on_left));
   }
   size_t signalled_processes() const { return signals_.size(); }
-
-  // Drained after a gang's recycle, waiting for its release
-  // (Checkpoints::release_start).
-  bool parked() const;
 
   // `signal` to the running main process (through its pidfd), as an
   // operator asks (`recycler signal`); false when none runs.
@@ -228,10 +215,6 @@ class Worker final {
   // How its runs ended: the last exit (the failure, for a failed start), the
   // starts that followed a recycle and their last reason, the crashes.
   const RestartRecord& record() const { return record_; }
-
-  // How long "exited" waits for the cgroup to empty after SIGKILL, at most.
-  static constexpr Duration kDrainTimeout = Surge::kDrainTimeout;
-  static constexpr Duration kDrainPoll = Surge::kDrainPoll;
 
  private:
   // What a surge sees of the main generation and hands over (SurgeHost,

@@ -51,6 +51,22 @@ void Worker::Checkpoints::await(Duration window) {
   });
 }
 
+void Worker::Checkpoints::expect_clean_exit(RecycleCause cause) {
+  if (w_.state_ != WorkerState::Running) return;
+  w_.after_exit_.enter_resume(std::move(cause), 0);
+}
+
+int Worker::Checkpoints::ask(int signal, RecycleCause cause) {
+  if (w_.state_ != WorkerState::Running || !w_.main_.process) return ESRCH;
+  // The main process is recycler's child and not reaped yet: its pidfd is its own.
+  errno = ESRCH;
+  if (!send(signal)) return errno;
+  w_.phase_ = StopPhase::Checkpointing;
+  expect_clean_exit(std::move(cause));
+  w_.after_exit_.signal = signal;
+  return 0;
+}
+
 bool Worker::Checkpoints::send(int signal) {
   return send_checkpoint_signal(w_.program().checkpoint.signal_to, signal, *w_.main_.process,
                                 *w_.main_.cgroup, w_.ctx_.proc) > 0;

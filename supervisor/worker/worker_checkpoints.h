@@ -27,6 +27,17 @@ class Worker::Checkpoints {
     resume_cause_ = RecycleCause{std::move(reason), true};
   }
 
+  // --- before a recycle ---
+  // Asks the running main process to checkpoint: `signal` to it (through its
+  // pidfd) and expect_clean_exit(cause). Its death by `signal` itself (no
+  // handler for it, or it was exiting as it came) ends the recycle like a
+  // clean exit, with a warning. 0, or the errno of the failure.
+  int ask(int signal, RecycleCause cause);
+  // While a worker checkpoints on request, its own clean exit (status 0) is
+  // the end of that recycle, not the end of the program: the replacement
+  // starts at once, with `cause`. Cleared by the next start.
+  void expect_clean_exit(RecycleCause cause);
+
   // --- one rank of a gang ---
   // Recycles the running worker as one rank of a gang: when
   // `checkpoint_within` is more than zero and the program checkpoints, the
@@ -47,7 +58,8 @@ class Worker::Checkpoints {
   // --- the worker's side ---
   // A stop's checkpoint (Worker::stop): false when there is none to ask for.
   bool before_stop(std::optional<Duration> within);
-  // RECYCLER_CHECKPOINTED=1 (Worker::checkpoint_confirmed).
+  // RECYCLER_CHECKPOINTED=1 from the worker: a stop (or a gang) waiting for
+  // it goes on.
   void confirmed();
   // The main process exited while asked to checkpoint as it stopped: after
   // a confirmed checkpoint, or by itself with status 0, that is one.

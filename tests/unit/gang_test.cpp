@@ -11,6 +11,7 @@
 #include <csignal>
 #include <stdexcept>
 
+#include "supervisor/worker/worker_checkpoints.h"
 #include "tests/support/fakes.h"
 #include "tests/support/log_capture.h"
 
@@ -119,14 +120,14 @@ TEST_F(GangTest, EveryRankCheckpointsStopsWhenAllConfirmedAndStartsWhenAllDraine
                    "2 ranks checkpoint, then stop and start together"))
       << log.all();
 
-  workers[1]->checkpoint_confirmed();
+  workers[1]->checkpoints().confirmed();
   EXPECT_THAT(run_of(1).signals, ElementsAre(SIGUSR1)) << "not stopped before rank 0 confirms";
-  workers[0]->checkpoint_confirmed();
+  workers[0]->checkpoints().confirmed();
   EXPECT_THAT(run_of(0).signals, ElementsAre(SIGUSR1, SIGTERM));
   EXPECT_THAT(run_of(1).signals, ElementsAre(SIGUSR1, SIGTERM));
 
   exit_run(0, ExitStatus{0});
-  EXPECT_TRUE(workers[0]->parked());
+  EXPECT_TRUE(workers[0]->checkpoints().parked());
   EXPECT_EQ(starts_of(0), 1u) << "rank 0 waits for rank 1 to drain";
   exit_run(1, ExitStatus{0, SIGTERM, true});
   ASSERT_EQ(starts_of(0), 2u);
@@ -148,7 +149,7 @@ TEST_F(GangTest, EveryRankCheckpointsStopsWhenAllConfirmedAndStartsWhenAllDraine
 TEST_F(GangTest, ARankThatNeverConfirmsHoldsTheOthersOnlyUntilTheCheckpointTimeout) {
   make();
   ASSERT_TRUE(gang->recycle(0, {"leak (leak policy)", false}, true));
-  workers[0]->checkpoint_confirmed();
+  workers[0]->checkpoints().confirmed();
   timers.advance(29s);
   EXPECT_THAT(run_of(0).signals, ElementsAre(SIGUSR1)) << "rank 1 may still confirm";
   timers.advance(1s);
@@ -213,10 +214,10 @@ TEST_F(GangTest, ACleanExitOfOneRankIsNotACrash) {
 TEST_F(GangTest, AStopDuringTheRecycleLeavesEveryRankStopped) {
   make();
   ASSERT_TRUE(gang->recycle(1, {"leak", false}, true));
-  workers[0]->checkpoint_confirmed();
-  workers[1]->checkpoint_confirmed();
+  workers[0]->checkpoints().confirmed();
+  workers[1]->checkpoints().confirmed();
   exit_run(1, ExitStatus{0});
-  ASSERT_TRUE(workers[1]->parked());
+  ASSERT_TRUE(workers[1]->checkpoints().parked());
   bool stopped = false;
   workers[0]->stop([&] { stopped = true; });
   exit_run(0, ExitStatus{0});

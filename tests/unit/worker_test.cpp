@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "supervisor/worker/worker_checkpoints.h"
 #include "tests/support/fakes.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/policy_harness.h"
@@ -251,10 +252,10 @@ TEST_F(WorkerTest, WaitsForTheCgroupToDrainBeforeRestarting) {
   cg->kill_empties = false;  // dying processes take a while to leave
   launcher.exit_last(exited(1));
   EXPECT_EQ(w.state(), WorkerState::Exited);
-  timers.advance(Worker::kDrainPoll * 3);
+  timers.advance(kCgroupDrainPoll * 3);
   EXPECT_EQ(w.state(), WorkerState::Exited);
   cg->pids.clear();
-  timers.advance(Worker::kDrainPoll);
+  timers.advance(kCgroupDrainPoll);
   EXPECT_EQ(w.state(), WorkerState::Backoff);
 }
 
@@ -264,7 +265,7 @@ TEST_F(WorkerTest, GivesUpWaitingForAStuckCgroupAfterTheDrainTimeout) {
   cg->pids = {1200};
   cg->kill_empties = false;
   launcher.exit_last(exited(1));
-  timers.advance(Worker::kDrainTimeout + Worker::kDrainPoll);
+  timers.advance(kCgroupDrainTimeout + kCgroupDrainPoll);
   EXPECT_EQ(w.state(), WorkerState::Backoff);
   EXPECT_TRUE(log.contains("1 process(es) still in /fake/cgroup"));
 }
@@ -288,7 +289,7 @@ TEST_F(WorkerTest, AnOomKillIsAWarningEvenWhileACheckpointWasAskedFor) {
   program.limits.memory_max = 2ull << 30;
   Worker& w = make();
   w.start();
-  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  ASSERT_EQ(w.checkpoints().ask(SIGUSR1, {"leak (leak policy)", true}), 0);
   cg->oom_kills = 1;
   launcher.exit_last(killed(SIGKILL));
   auto lines = log.matching("api[0] was OOM-killed by the kernel");
@@ -641,7 +642,7 @@ TEST_F(RecycleTest, ACleanExitWhileCheckpointingIsARecycleEvenWithRestartOnFailu
   program.restart.mode = config::RestartMode::OnFailure;
   Worker& w = make();
   w.start();
-  w.expect_clean_exit({"leak (leak policy)", true});
+  w.checkpoints().expect_clean_exit({"leak (leak policy)", true});
   launcher.exit_last(exited(0));
   ASSERT_EQ(launcher.launched.size(), 2u) << "restarted at once, no backoff";
   EXPECT_EQ(w.state(), WorkerState::Running);
@@ -654,7 +655,7 @@ TEST_F(RecycleTest, ACleanExitWhileCheckpointingIsARecycleEvenWithRestartOnFailu
 TEST_F(RecycleTest, AFailureWhileCheckpointingIsACrashNotAResume) {
   Worker& w = make();
   w.start();
-  w.expect_clean_exit({"leak (leak policy)", true});
+  w.checkpoints().expect_clean_exit({"leak (leak policy)", true});
   launcher.exit_last(exited(3));
   EXPECT_EQ(w.state(), WorkerState::Backoff);
   timers.advance(backoff_delay());
@@ -674,7 +675,7 @@ class StopPhaseTest : public WorkerTest {};
 TEST_F(StopPhaseTest, ACheckpointSignalsTheMainProcessAndExpectsItsCleanExit) {
   Worker& w = make();
   w.start();
-  EXPECT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  EXPECT_EQ(w.checkpoints().ask(SIGUSR1, {"leak (leak policy)", true}), 0);
   EXPECT_EQ(w.phase(), StopPhase::Checkpointing);
   EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1));
   launcher.exit_last(exited(0));
@@ -691,7 +692,7 @@ TEST_F(StopPhaseTest, DyingOfTheCheckpointSignalEndsTheRecycleAndResumes) {
   program.restart.mode = config::RestartMode::OnFailure;
   Worker& w = make();
   w.start();
-  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  ASSERT_EQ(w.checkpoints().ask(SIGUSR1, {"leak (leak policy)", true}), 0);
   launcher.exit_last(killed(SIGUSR1));
   ASSERT_EQ(launcher.launched.size(), 2u) << "restarted at once, no backoff";
   EXPECT_EQ(w.state(), WorkerState::Running);
@@ -703,7 +704,7 @@ TEST_F(StopPhaseTest, DyingOfTheCheckpointSignalEndsTheRecycleAndResumes) {
   EXPECT_EQ(w.state(), WorkerState::Backoff);
   timers.advance(backoff_delay());
   ASSERT_EQ(launcher.launched.size(), 3u);
-  ASSERT_EQ(w.checkpoint(SIGUSR1, {"leak (leak policy)", true}), 0);
+  ASSERT_EQ(w.checkpoints().ask(SIGUSR1, {"leak (leak policy)", true}), 0);
   launcher.exit_last(killed(SIGSEGV));
   EXPECT_EQ(w.state(), WorkerState::Backoff) << "another signal is a crash";
   timers.advance(backoff_delay());
@@ -731,7 +732,7 @@ TEST_F(StopPhaseTest, AStopOfAProgramThatCheckpointsAsksForOneFirst) {
       << log.all();
   timers.advance(10s);
   EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1)) << "it waits for the checkpoint";
-  w.checkpoint_confirmed();
+  w.checkpoints().confirmed();
   EXPECT_EQ(w.phase(), StopPhase::StopSigterm);
   EXPECT_THAT(launcher.last().signals, ElementsAre(SIGUSR1, SIGTERM));
   launcher.exit_last(killed(SIGTERM));
@@ -808,10 +809,10 @@ TEST_F(StopPhaseTest, NoCheckpointBeforeAStopWithoutOneOrWithAZeroWindowOrAKill)
 
 TEST_F(StopPhaseTest, ACheckpointOfAWorkerNotRunningFails) {
   Worker& w = make();
-  EXPECT_EQ(w.checkpoint(SIGUSR1, {}), ESRCH);
+  EXPECT_EQ(w.checkpoints().ask(SIGUSR1, {}), ESRCH);
   w.start();
   launcher.last().exited = true;  // reaped: its pidfd says so
-  EXPECT_NE(w.checkpoint(SIGUSR1, {}), 0);
+  EXPECT_NE(w.checkpoints().ask(SIGUSR1, {}), 0);
   EXPECT_EQ(w.phase(), StopPhase::None);
 }
 
