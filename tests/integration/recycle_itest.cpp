@@ -57,7 +57,9 @@ TEST(Recycle, ALeakingWorkerIsRecycledBelowItsLimitAgainAndAgainWithoutOomKills)
   std::vector<double> at = recycled_at_mib(r, "leak[0]");
   ASSERT_GE(at.size(), 5u) << r.output();
   for (double mib : at) {
-    EXPECT_GT(mib, 300.0);
+    // Over the limit, as the log prints it: to 0.01 MiB, so 300.004 MiB reads
+    // "300" (seen in the v2 VM, where memory.high holds the worker there).
+    EXPECT_GE(mib, 300.0);
     EXPECT_LE(mib, 330.0) << "recycled too late:\n" << r.output();
   }
   // Each recycle is a graceful stop and a fresh start through the normal path.
