@@ -122,35 +122,30 @@ Result<RuntimeDir> RuntimeDir::open(const std::string& base) {
     // Exactly this mode, whatever the umask.
     if (::fchmodat(base_fd.get(), name.c_str(), kRunMode, 0) != 0)
       return errno_error("chmod " + base + "/" + name);
-    UniqueFd lock(
-        ::openat(base_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!lock || ::flock(lock.get(), LOCK_EX) != 0) return errno_error("lock " + base + "/" + name);
-    if (!still_named(base_fd.get(), name, lock.get())) continue;  // removed meanwhile: again
+    // Read-only (flock needs more than O_PATH); the *at() calls use it too.
     UniqueFd own(
-        ::openat(base_fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!own) return errno_error(base + "/" + name);
-    return RuntimeDir(std::move(base_fd), std::move(own), std::move(lock), base + "/" + name, name);
+        ::openat(base_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!own || ::flock(own.get(), LOCK_EX) != 0) return errno_error("lock " + base + "/" + name);
+    if (!still_named(base_fd.get(), name, own.get())) continue;  // removed meanwhile: again
+    return RuntimeDir(std::move(base_fd), std::move(own), base + "/" + name, name);
   }
   return Error{"no free name for this run's directory in " + base};
 }
 
-RuntimeDir::RuntimeDir(UniqueFd base, UniqueFd own, UniqueFd lock, std::string path,
-                       std::string name)
+RuntimeDir::RuntimeDir(UniqueFd base, UniqueFd own, std::string path, std::string name)
     : base_(std::move(base)),
       own_(std::move(own)),
-      lock_(std::move(lock)),
       path_(std::move(path)),
       name_(std::move(name)) {}
 
 RuntimeDir::RuntimeDir(RuntimeDir&& o) noexcept
     : base_(std::move(o.base_)),
       own_(std::move(o.own_)),
-      lock_(std::move(o.lock_)),
       path_(std::move(o.path_)),
       name_(std::move(o.name_)) {}
 
 RuntimeDir::~RuntimeDir() {
-  own_.reset();
+  // Locked until it is gone: no other recycler takes it for abandoned meanwhile.
   if (base_) remove_tree(base_.get(), name_, 0);
 }
 

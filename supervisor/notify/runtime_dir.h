@@ -54,11 +54,10 @@ class RuntimeDir {
   void remove(const std::string& name);
 
  private:
-  RuntimeDir(UniqueFd base, UniqueFd own, UniqueFd lock, std::string path, std::string name);
+  RuntimeDir(UniqueFd base, UniqueFd own, std::string path, std::string name);
 
   UniqueFd base_;  // <base>
-  UniqueFd own_;   // <base>/<pid>
-  UniqueFd lock_;  // the same, read-only, flock()ed while this run lasts
+  UniqueFd own_;   // <base>/<pid>, flock()ed while this run lasts
   std::string path_;
   std::string name_;  // "<pid>" (or "<pid>-<n>")
 };

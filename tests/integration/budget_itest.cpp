@@ -199,8 +199,7 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
   ContainerCgroup ctr(sb, options);
   ASSERT_TRUE(ctr.ok) << ctr.dir;
   const std::string& container = ctr.dir;
-  auto set_limit = [&](uint64_t bytes) { ctr.set_limit(bytes); };
-  set_limit(256 << 20);
+  ctr.set_limit(256 << 20);
   // v2: as Kubernetes (1.28+) sets it on a container, which recycler warns of.
   if (sb.v2()) std::ofstream(container + "/memory.oom.group") << 1;
   std::string cfg = sb.write(
@@ -229,7 +228,7 @@ TEST(Container, APercentageIsOfTheContainersLimitAndFollowsAResize) {
               1u)
         << r.output();
   }
-  set_limit(512 << 20);
+  ctr.set_limit(512 << 20);
   EXPECT_TRUE(r.wait_for("container: memory limit 256 MiB -> 512 MiB (" + container +
                          "): percentage limits follow it"))
       << r.output();
